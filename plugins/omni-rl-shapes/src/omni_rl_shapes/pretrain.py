@@ -147,7 +147,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--target-low", type=float, default=0.35)
     parser.add_argument("--target-high", type=float, default=0.55)
     parser.add_argument("--samples-dir", type=Path, default=None, help="save each evaluation's images here")
-    parser.add_argument("--max-minutes", type=float, default=40.0, help="stop training after this wall time")
+    parser.add_argument("--max-minutes", type=float, default=120.0, help="safety cap on wall time")
     return parser.parse_args(argv)
 
 
