@@ -4,6 +4,11 @@ Layout of ``<run_dir>/checkpoints/step_<N>/``:
 
 - ``pytorch_lora_weights.safetensors``: the LoRA in diffusers format (what users load), written by the model;
 - ``worker_<rank>/trainable.safetensors``: every trainable parameter by name (exact resume, LoRA or full);
+- ``worker_<rank>/adapters.safetensors``: the frozen LoRA weights (every ``lora_`` parameter or buffer that is
+  not trainable: a loss's extra adapters, DiffusionNFT's "old", AWM's "old" and "ema"), which move during
+  training without the optimizer and so are part of the state; absent in checkpoints of older versions;
+- ``worker_<rank>/update_state.json``: counters of the update engine (optimizer steps taken, which drive
+  DiffusionNFT's decay schedule) and the loss's ``checkpoint_state()``; absent in older checkpoints;
 - ``worker_<rank>/optimizer.safetensors`` + ``optimizer.json``: optimizer tensors and the rest of its state;
 - ``worker_<rank>/rng.safetensors`` + ``rng.json``: torch / numpy / python RNG states; ``scheduler.json``;
 - ``trainer_state.json``: step, prompt-sampler position, skip counter (the driver's state).
@@ -124,6 +129,44 @@ def load_trainable(module: Any, path: Path) -> None:
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(tensors[name].to(param.device, param.dtype))
+
+
+def _frozen_lora(module: Any) -> dict[str, Any]:
+    """Every parameter or buffer of a LoRA layer (peft's ``lora_`` names) that the optimizer does not train."""
+    found = {n: p for n, p in module.named_parameters() if "lora_" in n and not p.requires_grad}
+    found.update((n, b) for n, b in module.named_buffers() if "lora_" in n)
+    return found
+
+
+def save_frozen_adapters(module: Any, path: Path) -> None:
+    """The extra (non-trainable) LoRA adapters' weights by name; an empty file when there are none."""
+    from safetensors.torch import save_file
+
+    tensors = {n: t.detach().cpu().contiguous() for n, t in _frozen_lora(module).items()}
+    save_file(tensors, str(path))
+
+
+def load_frozen_adapters(module: Any, path: Path) -> bool:
+    """Restore what :func:`save_frozen_adapters` wrote; False (nothing changed) when ``path`` does not exist,
+    as in checkpoints of versions that did not save the extra adapters."""
+    import torch
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        return False
+    tensors = load_file(str(path))
+    targets = _frozen_lora(module)
+    missing = sorted(set(targets) - set(tensors))
+    unexpected = sorted(set(tensors) - set(targets))
+    if missing or unexpected:
+        raise ValueError(
+            f"checkpoint {path} does not match the model's extra LoRA adapters "
+            f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
+    with torch.no_grad():
+        for name, target in targets.items():
+            target.copy_(tensors[name].to(target.device, target.dtype))
+    return True
 
 
 def save_optimizer(optimizer: Any, directory: Path) -> None:

@@ -184,7 +184,11 @@ class Loss(Protocol):
     #   before_update(model, step: int) -> None: forward losses, at the start of each step's update;
     #   after_optimizer_step(model, update_index: int) -> None: after every optimizer step (refresh "old");
     #   after_update(model, update_index: int) -> None: forward losses, once after each step's whole update
-    #   (all its optimizer steps); update_index counts the optimizer steps taken so far in this worker.
+    #   (all its optimizer steps); update_index counts the optimizer steps taken so far in the run (resumes
+    #   continue the count);
+    #   checkpoint_state() -> dict / load_checkpoint_state(state: dict) -> None: JSON-serialisable state the loss
+    #   keeps across steps (counters), saved in every checkpoint and restored on resume. The extra adapters'
+    #   weights need no hook: the checkpoint holds every frozen LoRA weight of the model.
 
 
 def iter_protocols() -> Iterator[tuple[str, type]]:

@@ -65,7 +65,14 @@ class ForwardUpdate:
         self.optim = optim
         self.seed = seed
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
+        #: optimizer steps taken over the run (the ``update_index`` of the loss hooks); checkpointed
         self.updates_done = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"updates_done": self.updates_done}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.updates_done = int(state["updates_done"])
 
     def run(
         self,

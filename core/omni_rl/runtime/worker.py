@@ -183,8 +183,10 @@ class PolicyWorker:
         if self.rank == 0:
             self.model.save_lora(root)
         checkpoint.save_trainable(self.model.transformer, own / "trainable.safetensors")
+        checkpoint.save_frozen_adapters(self.model.transformer, own / "adapters.safetensors")
         checkpoint.save_optimizer(self.optimizer, own)
         checkpoint.write_json(own / "scheduler.json", self.scheduler.state_dict())
+        checkpoint.write_json(own / "update_state.json", self._update_state())
         checkpoint.save_rng(own)
 
     def load_state(self, directory: str) -> None:
@@ -192,9 +194,33 @@ class PolicyWorker:
 
         own = Path(directory) / f"worker_{self.rank}"
         checkpoint.load_trainable(self.model.transformer, own / "trainable.safetensors")
+        # older checkpoints lack the next two files: the extra adapters then keep their setup copy and the
+        # counters start at zero, as before they were saved
+        checkpoint.load_frozen_adapters(self.model.transformer, own / "adapters.safetensors")
         checkpoint.load_optimizer(self.optimizer, own)
         self.scheduler.load_state_dict(checkpoint.read_json(own / "scheduler.json"))
+        if (own / "update_state.json").is_file():
+            self._load_update_state(checkpoint.read_json(own / "update_state.json"))
         checkpoint.load_rng(own)
+
+    def _update_state(self) -> dict[str, Any]:
+        """The update engine's counters and the loss's own state (optional ``checkpoint_state`` hook), as JSON."""
+        state: dict[str, Any] = {}
+        engine_state = getattr(self.update_engine, "state_dict", None)
+        if engine_state is not None:
+            state["engine"] = engine_state()
+        loss_state = getattr(self.loss, "checkpoint_state", None)
+        if loss_state is not None:
+            state["loss"] = loss_state()
+        return state
+
+    def _load_update_state(self, state: dict[str, Any]) -> None:
+        load_engine = getattr(self.update_engine, "load_state_dict", None)
+        if load_engine is not None and "engine" in state:
+            load_engine(state["engine"])
+        load_loss = getattr(self.loss, "load_checkpoint_state", None)
+        if load_loss is not None and "loss" in state:
+            load_loss(state["loss"])
 
     def shutdown(self) -> None:
         """Leave the process group cleanly; the driver then kills the actor (no orphaned ranks)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from awm_toys import FakeAdapters
 from omni_rl_awm.anchors import PolicyAnchors, ema_decay
@@ -54,7 +56,31 @@ def test_old_is_refreshed_each_step_and_ema_trails_once_per_step() -> None:
     assert model.weights["ema"] == pytest.approx(0.3 * (0.2 * 0.9 + 0.8 * 3.0) + 0.7 * 5.0)
 
 
+def test_a_resumed_process_goes_on_blending_the_checkpointed_anchor() -> None:
+    """The checkpoint holds the ema adapter's weights (the core) and the step of its last blend (this hook)."""
+    config = AWMLossConfig(ema_coef=1.0, ema_decay=0.3, ema_decay_ramp=0.1)
+    anchors = PolicyAnchors(config)
+    model = FakeAdapters(trained=0.0)
+    anchors.setup(model)
+    for step, trained in ((1, 1.0), (2, 3.0)):
+        anchors.before_update(model, step)
+        model.weights["default"] = trained
+    state = json.loads(json.dumps(anchors.checkpoint_state()))  # what the worker writes and reads
+    assert state == {"ema_step": 2}
+
+    resumed = PolicyAnchors(config)
+    new_model = FakeAdapters(trained=0.0)
+    resumed.setup(new_model)
+    new_model.weights.update(default=3.0, ema=model.weights["ema"])  # the core restores the adapters
+    resumed.load_checkpoint_state(state)
+    anchors.before_update(model, 3)
+    resumed.before_update(new_model, 3)
+    assert new_model.weights == pytest.approx(model.weights)
+    assert new_model.weights["ema"] == pytest.approx(0.2 * 0.9 + 0.8 * 3.0)
+
+
 def test_a_resumed_process_restarts_the_anchor_from_the_resumed_policy() -> None:
+    """A checkpoint of a version that did not save the anchor: it restarts from the resumed policy."""
     anchors = PolicyAnchors(AWMLossConfig(ema_coef=1.0))
     model = FakeAdapters(trained=0.0)
     anchors.setup(model)  # before the checkpoint is loaded: ema is the initial LoRA

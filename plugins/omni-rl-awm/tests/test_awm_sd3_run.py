@@ -16,6 +16,7 @@ import pytest
 import torch
 from omni_rl_awm.config import AWMLossConfig
 from omni_rl_awm.loss import AWMLoss
+from safetensors.torch import load_file
 
 from omni_rl import build
 from omni_rl.batch import ForwardLossInputs
@@ -141,3 +142,11 @@ def test_one_short_run_through_the_real_loop(tiny_sd3: Path, tmp_path: Path) -> 
         assert row["actor/optimizer_steps"] == 2.0
         assert abs(row["actor/ratio_mean"] - 1) < 1e-3
     assert (out / "checkpoints" / "step_2" / "pytorch_lora_weights.safetensors").exists()
+    # what an exact resume needs besides the trained weights: the old / ema adapters and the anchors' counter
+    own = out / "checkpoints" / "step_2" / "worker_0"
+    assert json.loads((own / "update_state.json").read_text()) == {
+        "engine": {"updates_done": 4},
+        "loss": {"ema_step": 2},
+    }
+    adapters = {name.split(".")[-2] for name in load_file(str(own / "adapters.safetensors"))}
+    assert adapters == {"old", "ema"}

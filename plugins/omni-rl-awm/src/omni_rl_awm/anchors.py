@@ -14,8 +14,10 @@
   s − 1 completed steps is the same update, and keying it on the trainer's step keeps the schedule right
   after a resume.
 
-The EMA adapter is not part of the checkpoint (the core saves trainable weights only): the first update of a
-process copies the trained weights into it, so a resumed run restarts its anchor from the resumed policy.
+The core's checkpoint holds the EMA adapter's weights (every frozen LoRA weight) and :meth:`PolicyAnchors.
+checkpoint_state` (the step of the last EMA blend), so a resumed run goes on blending exactly as the
+uninterrupted one. A checkpoint of an older version has neither: the first update of the process then copies
+the trained weights into the anchor, so the resumed run restarts it from the resumed policy.
 """
 
 from __future__ import annotations
@@ -82,3 +84,11 @@ class PolicyAnchors:
     def after_optimizer_step(self, model: Any, update_index: int) -> None:
         """The trained weights moved: from now on "old" (the rollout policy) differs from the current one."""
         self.old_is_current = False
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a resume needs besides the adapters' weights: the step of the last EMA blend (JSON)."""
+        return {"ema_step": self._ema_step}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        step = state.get("ema_step")
+        self._ema_step = None if step is None else int(step)

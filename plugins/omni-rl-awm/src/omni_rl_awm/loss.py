@@ -80,6 +80,13 @@ class AWMLoss:
     def after_optimizer_step(self, model: Any, update_index: int) -> None:
         self.anchors.after_optimizer_step(model, update_index)
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The anchors' counters (the core checkpoints the old/EMA adapters' weights itself)."""
+        return self.anchors.checkpoint_state()
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        self.anchors.load_checkpoint_state(state)
+
     # -- protocol ------------------------------------------------------------------------------------------
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:

@@ -9,7 +9,9 @@ on the same transformer, ``"old"``:
 - the rollout samples with it (``requirements.rollout_view = "old"``), the update reads it as the ``old`` view;
 - after the step's update (``refresh = "update"``, the reference's once-per-sampling-round refresh) or after
   every optimizer step (``refresh = "optimizer_step"``) it moves toward the trained one:
-  old ← d·old + (1 − d)·θ with d from :mod:`omni_rl_diffusion_nft.decay`.
+  old ← d·old + (1 − d)·θ with d from :mod:`omni_rl_diffusion_nft.decay`;
+- checkpoints hold its weights (the core saves every frozen LoRA weight) and the optimizer-step count d
+  depends on (the update engine's), so a resumed run refreshes it exactly as the uninterrupted one.
 
 The reward probabilities r are computed once on the driver from the whole batch's advantages (:meth:`prepare`)
 and reach the loss as ``extras["reward_prob"]``.
