@@ -1,0 +1,79 @@
+"""A shortened `nox -s convergence`: the Quickstart config on the shipped shapes model for a few steps, then the
+benchmark's own summary and report code on its metrics. Keeps the Quickstart and the convergence table working
+without spending the ten minutes the real measurement takes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from omni_rl.cli import main
+
+ROOT = Path(__file__).parents[2]
+QUICKSTART = ROOT / "docs" / "examples" / "quickstart.toml"
+
+
+def _convergence_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("omni_rl_convergence", ROOT / "benchmarks" / "convergence.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quickstart_run(tmp_path_factory: pytest.TempPathFactory, ray_cluster: None) -> Path:
+    out = tmp_path_factory.mktemp("quickstart") / "run"
+    code = main(
+        [
+            "run",
+            str(QUICKSTART),
+            "--set",
+            f"run.output_dir={out}",
+            "--set",
+            "run.steps=2",
+            "--set",
+            "run.eval_every=1",
+            "--set",
+            "data.val_prompts=4",
+            "--set",
+            "data.prompts_per_step=2",
+            "--set",
+            "rollout.options.group_size=4",
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def test_quickstart_writes_what_the_readme_promises(quickstart_run: Path) -> None:
+    rows = [json.loads(line) for line in (quickstart_run / "metrics.jsonl").read_text().splitlines()]
+    val_steps = [row["step"] for row in rows if "val/reward/mean" in row]
+    assert val_steps == [0, 1, 2]
+    assert all(0.0 <= row["reward/mean"] <= 1.0 for row in rows if "reward/mean" in row)
+    for key in ("reward/shapes/color", "reward/shapes/count", "reward/shapes/shape", "reward/shapes/position"):
+        assert key in rows[1]
+    assert (quickstart_run / "samples_step_1.png").is_file()
+    assert (quickstart_run / "samples_step_2.png").is_file()
+    assert (quickstart_run / "reward_curve.png").is_file()
+
+
+def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path) -> None:
+    convergence = _convergence_module()
+    summary = convergence.summarize(quickstart_run / "metrics.jsonl")
+    assert summary["steps"] == 2
+    assert 0.0 <= summary["base"] <= 1.0 and 0.0 <= summary["final"] <= 1.0
+    assert summary["train_s"] > 0
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n\n## Framework overhead\n\nkept\n")
+    convergence.write_report(report, {"flow_grpo": summary})
+    text = report.read_text()
+    assert "## Framework overhead\n\nkept" in text
+    assert "| flow_grpo | `docs/examples/quickstart.toml` |" in text
+    # a second report replaces the section instead of appending another
+    convergence.write_report(report, {"flow_grpo": summary})
+    assert report.read_text().count("## Convergence on shapes") == 1
