@@ -13,6 +13,11 @@ Layout of ``<run_dir>/checkpoints/step_<N>/``:
 - ``worker_<rank>/rng.safetensors`` + ``rng.json``: torch / numpy / python RNG states; ``scheduler.json``;
 - ``trainer_state.json``: step, prompt-sampler position, skip counter (the driver's state).
 
+Under ``[cluster] strategy = "fsdp2"`` the weights and optimizer tensors are sharded across the workers: they are
+gathered whole and written once, in ``worker_0/`` (``trainable``, ``adapters``, ``optimizer``), and every worker
+reads them back whole and keeps its shard. The other files stay per worker. The tensor files therefore look the
+same whatever the strategy.
+
 A checkpoint is written into ``.tmp_step_<N>`` and renamed when complete; ``checkpoints/latest`` (a one-line
 file naming the directory) is replaced last, atomically. A crash or a full disk at any point leaves the
 previous checkpoint and pointer intact. Loading reads only safetensors and JSON: nothing is unpickled.
@@ -106,16 +111,26 @@ def _fsync_tree(root: Path) -> None:
 
 
 # -- tensors without pickle --------------------------------------------------------------------------------
-def save_trainable(module: Any, path: Path) -> None:
+# Sharded (FSDP2) tensors are gathered one at a time by every worker (a collective, so every worker calls the
+# save with the same module); ``path`` None means "take part in the gathers, write nothing" (ranks > 0).
+def _save_tensors(tensors: dict[str, Any], path: Path | None) -> None:
     from safetensors.torch import save_file
 
-    tensors = {n: p.detach().cpu().contiguous() for n, p in module.named_parameters() if p.requires_grad}
-    save_file(tensors, str(path))
+    from omni_rl.runtime.fsdp import full_tensor
+
+    gathered = {name: full_tensor(t) for name, t in tensors.items()}
+    if path is not None:
+        save_file(gathered, str(path))
+
+
+def save_trainable(module: Any, path: Path | None) -> None:
+    _save_tensors({n: p for n, p in module.named_parameters() if p.requires_grad}, path)
 
 
 def load_trainable(module: Any, path: Path) -> None:
-    import torch
     from safetensors.torch import load_file
+
+    from omni_rl.runtime.fsdp import copy_full_into
 
     tensors = load_file(str(path))
     params = {n: p for n, p in module.named_parameters() if p.requires_grad}
@@ -126,9 +141,8 @@ def load_trainable(module: Any, path: Path) -> None:
             f"checkpoint {path} does not match the model's trainable parameters "
             f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
-    with torch.no_grad():
-        for name, param in params.items():
-            param.copy_(tensors[name].to(param.device, param.dtype))
+    for name, param in params.items():
+        copy_full_into(param, tensors[name])
 
 
 def _frozen_lora(module: Any) -> dict[str, Any]:
@@ -138,19 +152,17 @@ def _frozen_lora(module: Any) -> dict[str, Any]:
     return found
 
 
-def save_frozen_adapters(module: Any, path: Path) -> None:
+def save_frozen_adapters(module: Any, path: Path | None) -> None:
     """The extra (non-trainable) LoRA adapters' weights by name; an empty file when there are none."""
-    from safetensors.torch import save_file
-
-    tensors = {n: t.detach().cpu().contiguous() for n, t in _frozen_lora(module).items()}
-    save_file(tensors, str(path))
+    _save_tensors(_frozen_lora(module), path)
 
 
 def load_frozen_adapters(module: Any, path: Path) -> bool:
     """Restore what :func:`save_frozen_adapters` wrote; False (nothing changed) when ``path`` does not exist,
     as in checkpoints of versions that did not save the extra adapters."""
-    import torch
     from safetensors.torch import load_file
+
+    from omni_rl.runtime.fsdp import copy_full_into
 
     if not path.is_file():
         return False
@@ -163,16 +175,15 @@ def load_frozen_adapters(module: Any, path: Path) -> bool:
             f"checkpoint {path} does not match the model's extra LoRA adapters "
             f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
-    with torch.no_grad():
-        for name, target in targets.items():
-            target.copy_(tensors[name].to(target.device, target.dtype))
+    for name, target in targets.items():
+        copy_full_into(target, tensors[name])
     return True
 
 
-def save_optimizer(optimizer: Any, directory: Path) -> None:
-    """Tensors to safetensors (``state.<param index>.<key>``), everything else to JSON."""
+def save_optimizer(optimizer: Any, directory: Path | None) -> None:
+    """Tensors to safetensors (``state.<param index>.<key>``), everything else to JSON; sharded state (FSDP2) is
+    gathered whole (every worker calls this; ``directory`` None writes nothing)."""
     import torch
-    from safetensors.torch import save_file
 
     state = optimizer.state_dict()
     tensors: dict[str, Any] = {}
@@ -180,15 +191,20 @@ def save_optimizer(optimizer: Any, directory: Path) -> None:
     for index, entry in state["state"].items():
         for key, value in entry.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"state.{index}.{key}"] = value.detach().cpu().contiguous()
+                tensors[f"state.{index}.{key}"] = value
             else:
                 scalars[f"{index}.{key}"] = value
-    save_file(tensors, str(directory / "optimizer.safetensors"))
-    write_json(directory / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars})
+    _save_tensors(tensors, None if directory is None else directory / "optimizer.safetensors")
+    if directory is not None:
+        write_json(directory / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars})
 
 
 def load_optimizer(optimizer: Any, directory: Path) -> None:
+    """Restore what :func:`save_optimizer` wrote; whole tensors of a sharded parameter's state are cut to this
+    worker's shard."""
     from safetensors.torch import load_file
+
+    from omni_rl.runtime.fsdp import is_sharded, shard_like
 
     meta = read_json(directory / "optimizer.json")
     tensors = load_file(str(directory / "optimizer.safetensors"))
@@ -199,6 +215,13 @@ def load_optimizer(optimizer: Any, directory: Path) -> None:
     for name, value in meta["scalars"].items():
         index, key = name.split(".", 1)
         state.setdefault(int(index), {})[key] = value
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for index, entry in state.items():
+        param = params[index] if index < len(params) else None
+        if param is not None and is_sharded(param):
+            for key, value in entry.items():
+                if hasattr(value, "shape") and tuple(value.shape) == tuple(param.shape):
+                    entry[key] = shard_like(value, param)
     groups = meta["param_groups"]
     for group in groups:
         if "betas" in group:

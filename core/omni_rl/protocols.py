@@ -43,6 +43,12 @@ class DiffusionModel(Protocol):
     :meth:`decode` would turn back into them (deterministic: the VAE posterior's mean); ``keep_reference_copy()
     -> None`` makes :meth:`disable_adapters` usable under full fine-tuning by keeping a frozen copy of the
     transformer as it is now (a no-op with LoRA, where adapters off is the reference).
+
+    Under ``[cluster] strategy = "fsdp2"`` the worker shards :attr:`transformer` with ``fully_shard`` (optional
+    member ``fsdp_units() -> list[Module]`` names the modules sharded one by one; by default the entries of the
+    transformer's ``*blocks`` module lists), so :meth:`trainable_parameters` must look the parameters up when
+    called, and :meth:`save_lora` is then called on every worker: it gathers the sharded weights whole
+    (``omni_rl.runtime.fsdp.gather_state``, a collective) and writes on rank 0 only.
     """
 
     #: the denoiser being trained (peft-wrapped when LoRA is on)

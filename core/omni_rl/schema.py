@@ -42,6 +42,21 @@ class RunConfig:
     resume: str = "never"
 
 
+def _mixed_precision_supported(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value == "no" or instance is None:
+        return
+    if instance.strategy != "fsdp2":
+        raise ValueError(
+            f'mixed_precision = "{value}" needs strategy = "fsdp2" (got strategy = "{instance.strategy}"); '
+            'with "ddp" set the model\'s own dtype instead, e.g. [model] options.dtype = "bfloat16"'
+        )
+    if instance.gpus_per_worker <= 0:
+        raise ValueError(
+            f'mixed_precision = "{value}" needs GPU workers (gpus_per_worker > 0): on CPU it would only make '
+            'the run slower and less exact; use mixed_precision = "no"'
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ClusterConfig:
     """``[cluster]``: where the policy workers run."""
@@ -51,6 +66,13 @@ class ClusterConfig:
     workers: int = attrs.field(default=1, validator=_positive)
     gpus_per_worker: float = attrs.field(default=0.0, validator=_non_negative)
     cpus_per_worker: float = attrs.field(default=1.0, validator=_non_negative)
+    #: "ddp": every worker holds the whole model and the trainable gradients are summed with one all-reduce;
+    #: "fsdp2": the transformer is sharded across the workers with ``fully_shard`` (parameters, gradients and
+    #: optimizer state each split N ways; weights are all-gathered block by block in every forward)
+    strategy: Literal["ddp", "fsdp2"] = "ddp"
+    #: "bf16": FSDP2 computes in bfloat16 (weights all-gathered in bfloat16, gradients reduced in float32, the
+    #: optimizer steps float32 shards); GPU workers with strategy = "fsdp2" only. "no": the model's own dtype
+    mixed_precision: Literal["no", "bf16"] = attrs.field(default="no", validator=_mixed_precision_supported)
 
 
 @attrs.frozen(kw_only=True)

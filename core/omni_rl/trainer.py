@@ -74,6 +74,14 @@ class Trainer:
                 f"{config.cluster.workers}: each worker samples whole prompt groups @ $.data.prompts_per_step",
                 hint="use at least one prompt per worker per step",
             )
+        cluster = config.cluster
+        if cluster.strategy == "fsdp2" and config.data.prompts_per_step % cluster.workers:
+            raise ConfigError(
+                f'[cluster] strategy = "fsdp2" needs [data] prompts_per_step ({config.data.prompts_per_step}) to be a '
+                f"multiple of [cluster] workers ({cluster.workers}): the sharded model's forwards are collective, so "
+                "every worker must sample the same number of prompt groups @ $.data.prompts_per_step",
+                hint=f'set prompts_per_step to a multiple of {cluster.workers}, or strategy = "ddp"',
+            )
 
     # -- one step -----------------------------------------------------------------------------------------
     def _score(self, images: np.ndarray, records: list[PromptRecord], prompts: list[str]) -> ScoredBatch:

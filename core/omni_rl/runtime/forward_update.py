@@ -20,7 +20,7 @@ import torch
 from omni_rl.batch import ForwardLossInputs, RolloutBatch
 from omni_rl.protocols import DiffusionModel, Loss
 from omni_rl.runtime.sharding import Shard, pack
-from omni_rl.runtime.stepping import GradSync, OptimizerStepper, UpdateStats
+from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
 from omni_rl.schema import OptimConfig
 
 
@@ -58,6 +58,7 @@ class ForwardUpdate:
         optim: OptimConfig,
         seed: int,
         grad_sync: GradSync | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         self.model = model
         self.loss = loss
@@ -65,6 +66,8 @@ class ForwardUpdate:
         self.optim = optim
         self.seed = seed
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
+        #: FSDP2: every worker runs as many micro-batch passes as the busiest one (padding passes weigh 0)
+        self.lockstep = lockstep
         #: optimizer steps taken over the run (the ``update_index`` of the loss hooks); checkpointed
         self.updates_done = 0
 
@@ -100,14 +103,22 @@ class ForwardUpdate:
             return self.model.sigma_schedule(num_steps, height, width)
 
         held = set(shard.sample_ids)
+        filler = (pack(shard.units(list(shard.sample_ids), req.batch_unit), self.optim.micro_batch) or [[]])[0]
         for epoch in range(self.optim.epochs):
-            for mini in shard.minibatches(generator, self.optim.mini_batch, req.batch_unit):
+            minis = shard.minibatches(generator, self.optim.mini_batch, req.batch_unit)
+            plans = [
+                pack(shard.units([i for i in mini if i in held], req.batch_unit), self.optim.micro_batch)
+                for mini in minis
+            ]
+            rounds = self.lockstep([len(p) for p in plans]) if self.lockstep else [len(p) for p in plans]
+            for mini, micro_batches, count in zip(minis, plans, rounds, strict=True):
                 self.stepper.zero_grad()
-                local_units = shard.units([i for i in mini if i in held], req.batch_unit)
-                for ids in pack(local_units, self.optim.micro_batch):
+                # padding passes (FSDP2 only): a real micro-batch of this worker's, weighted 0 and not counted
+                passes = [(ids, True) for ids in micro_batches] + [(filler, False)] * (count - len(micro_batches))
+                for ids, real in passes:
                     idx = shard.local_positions(ids)
                     cond = batch.conditioning.index(idx).to(device)
-                    weight = len(idx) / (len(mini) * req.timesteps)
+                    weight = len(idx) / (len(mini) * req.timesteps) if real else 0.0
 
                     def velocity(
                         view: str,
@@ -139,7 +150,8 @@ class ForwardUpdate:
                         )
                         out = self.loss(inputs)
                         (out.loss * weight).backward()
-                        stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
+                        if real:
+                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
                 grad_norm = self.stepper.step()
                 stats.record_step(grad_norm)
                 if grad_norm is not None:

@@ -30,6 +30,8 @@ class WorkerGroup:
 
         cluster = config.cluster
         self.size = cluster.workers
+        #: FSDP2: every forward is a collective, so every worker samples the same number of samples
+        self.lockstep = cluster.strategy == "fsdp2"
         self.hint = on_error_hint
         bundle: dict[str, float] = {"CPU": cluster.cpus_per_worker}
         if cluster.gpus_per_worker:
@@ -52,7 +54,7 @@ class WorkerGroup:
         ]
         try:
             self.infos = self.call("ready")
-            if self.size > 1:
+            if self.size > 1 or self.lockstep:  # FSDP2 shards over a process group, even one of 1
                 endpoint = self._get(self.actors[0].dist_endpoint.remote(), "starting torch.distributed", rank=0)
                 self._gather([a.init_distributed.remote(endpoint) for a in self.actors], "joining torch.distributed")
         except BaseException:
@@ -76,22 +78,29 @@ class WorkerGroup:
         return self._gather([getattr(a, method).remote(*args) for a in self.actors], method.replace("_", " "))
 
     def rollout(self, request: RolloutRequest) -> dict[str, Any]:
-        """Split by whole groups, sample on every worker at once, concatenate in the request's order."""
+        """Split by whole groups, sample on every worker at once, concatenate in the request's order.
+
+        Under FSDP2 every worker runs the same number of samples: shorter shards (validation) are padded with
+        copies of a sample, which the worker drops."""
         import attrs
 
         shards = split_groups(request.group_ids, self.size)
+        longest = max(len(positions) for positions in shards)
         refs, used = [], []
         for actor, positions in zip(self.actors, shards, strict=True):
-            if not positions:
+            if not positions and not self.lockstep:
                 continue
+            run = list(positions)
+            if self.lockstep:
+                run += [positions[-1] if positions else 0] * (longest - len(positions))
             sub = attrs.evolve(
                 request,
-                prompts=[request.prompts[i] for i in positions],
-                group_ids=[request.group_ids[i] for i in positions],
-                seeds=[request.seeds[i] for i in positions],
-                metadata=[request.metadata[i] for i in positions] if request.metadata else [],
+                prompts=[request.prompts[i] for i in run],
+                group_ids=[request.group_ids[i] for i in run],
+                seeds=[request.seeds[i] for i in run],
+                metadata=[request.metadata[i] for i in run] if request.metadata else [],
             )
-            refs.append(actor.rollout_shard.remote(sub))
+            refs.append(actor.rollout_shard.remote(sub, len(positions)))
             used.append(positions)
         parts = self._gather(refs, "sampling")
         order = np.concatenate([np.asarray(p) for p in used])

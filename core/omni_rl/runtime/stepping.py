@@ -13,6 +13,8 @@ import torch
 from omni_rl.schema import OptimConfig
 
 GradSync = Callable[[list[torch.nn.Parameter]], None]
+#: FSDP2: per mini-batch, this worker's micro-batch count -> the count every worker runs (the maximum)
+Lockstep = Callable[[list[int]], list[int]]
 
 
 class OptimizerStepper:
@@ -31,7 +33,11 @@ class OptimizerStepper:
         """The pre-clip gradient norm, or None when the step was skipped (non-finite loss or gradient)."""
         if self.grad_sync is not None:
             self.grad_sync(self.params)
+        # over FSDP2 shards (DTensors) the norm is the global one, all-reduced, and comes back replicated
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip)
+        full_tensor = getattr(grad_norm, "full_tensor", None)
+        if full_tensor is not None:
+            grad_norm = full_tensor()
         if not torch.isfinite(grad_norm):
             self.zero_grad()
             return None

@@ -16,7 +16,7 @@ import torch
 from omni_rl.batch import RolloutBatch, SamplerStep, TrajectoryLossInputs
 from omni_rl.protocols import DiffusionModel, Loss, Sampler
 from omni_rl.runtime.sharding import Shard
-from omni_rl.runtime.stepping import GradSync, OptimizerStepper, UpdateStats
+from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
 from omni_rl.schema import OptimConfig
 
 
@@ -35,6 +35,7 @@ class TrajectoryUpdate:
         optimizer: torch.optim.Optimizer,
         optim: OptimConfig,
         grad_sync: GradSync | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         self.model = model
         self.sampler = sampler
@@ -42,6 +43,8 @@ class TrajectoryUpdate:
         self.optimizer = optimizer
         self.optim = optim
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
+        #: FSDP2: every worker runs as many micro-batch passes as the busiest one (padding passes weigh 0)
+        self.lockstep = lockstep
 
     def _step(
         self, batch: RolloutBatch, idx: torch.Tensor, j: int, *, grad: bool, reference: bool = False
@@ -76,7 +79,13 @@ class TrajectoryUpdate:
         n, w = traj.log_probs.shape
         log_probs = torch.empty(n, w, dtype=torch.float32)
         old: dict[str, torch.Tensor] = {}
-        for idx in _chunks(torch.arange(n), self.optim.micro_batch):
+        chunks = _chunks(torch.arange(n), self.optim.micro_batch)
+        if self.lockstep is not None:  # FSDP2: extra no-grad passes whose results are dropped
+            padding = self.lockstep([len(chunks)])[0] - len(chunks)
+            for _ in range(padding):
+                for j in range(w):
+                    self._step(batch, chunks[0], j, grad=False)
+        for idx in chunks:
             for j in range(w):
                 out = self._step(batch, idx, j, grad=False)
                 log_probs[idx, j] = out.log_prob.float().cpu()
@@ -116,11 +125,17 @@ class TrajectoryUpdate:
 
         device = self.model.device
         stats = UpdateStats()
+        filler = torch.arange(min(self.optim.micro_batch, len(shard.sample_ids)))
         for _epoch in range(self.optim.epochs):
-            for mb in shard.minibatches(generator, self.optim.mini_batch):
+            minibatches = shard.minibatches(generator, self.optim.mini_batch)
+            plans = [_chunks(shard.local_positions(mb), self.optim.micro_batch) for mb in minibatches]
+            rounds = self.lockstep([len(p) for p in plans]) if self.lockstep else [len(p) for p in plans]
+            for mb, chunks, count in zip(minibatches, plans, rounds, strict=True):
                 self.stepper.zero_grad()
-                for idx in _chunks(shard.local_positions(mb), self.optim.micro_batch):
-                    weight = len(idx) / (len(mb) * w)
+                # padding passes (FSDP2 only): a real micro-batch of this worker's, weighted 0 and not counted
+                passes = [(idx, True) for idx in chunks] + [(filler, False)] * (count - len(chunks))
+                for idx, real in passes:
+                    weight = len(idx) / (len(mb) * w) if real else 0.0
                     for j in range(w):
                         current = self._step(batch, idx, j, grad=True)
                         reference = (
@@ -146,6 +161,7 @@ class TrajectoryUpdate:
                         )
                         out = self.loss(inputs)
                         (out.loss * weight).backward()
-                        stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
+                        if real:
+                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
                 stats.record_step(self.stepper.step())
         return stats.to_dict()

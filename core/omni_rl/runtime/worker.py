@@ -28,15 +28,17 @@ def pick_device(gpus_per_worker: float) -> str:
 class PolicyWorker:
     """Holds the trained policy. Methods are called by the driver through Ray (or directly in tests)."""
 
+    #: ``[cluster] strategy = "fsdp2"``: the transformer is sharded across the worker group
+    sharded: bool = False
+
     def __init__(self, config: ResolvedConfig, rank: int = 0, world_size: int = 1) -> None:
         import torch
 
-        from omni_rl.runtime.forward_update import ForwardUpdate
-        from omni_rl.runtime.optim import build_optimizer, build_scheduler
-        from omni_rl.runtime.update import TrajectoryUpdate
-
         self.config = config
         self.rank = rank
+        self.world_size = world_size
+        # FSDP2: the transformer is sharded in :meth:`init_distributed`, and the optimizer built after that
+        self.sharded = config.cluster.strategy == "fsdp2"
         seed = config.run.seed
         random.seed(seed + rank)
         np.random.seed((seed + rank) % 2**32)
@@ -58,39 +60,64 @@ class PolicyWorker:
         setup = getattr(self.loss, "setup", None)
         if setup is not None:
             setup(self.model)  # e.g. DiffusionNFT's "old" adapter, AWM's EMA anchor
+        self.requirements = self.loss.requirements
+        self._batch: Any = None
+        self.trainable_count = sum(p.numel() for p in self.model.trainable_parameters())
+        if self.sharded and self.ctx.device == "cpu" and config.cluster.mixed_precision != "no":
+            from omni_rl.errors import RuntimeFailure
+
+            raise RuntimeFailure(
+                f'[cluster] mixed_precision = "{config.cluster.mixed_precision}" needs a GPU, but this worker runs '
+                "on the CPU (no CUDA device visible)",
+                hint='set [cluster] mixed_precision = "no", or run the workers on GPUs',
+            )
+        if not self.sharded:
+            self._build_training()
+
+    def _build_training(self) -> None:
+        """Optimizer, schedule and update engine over the trainable parameters (the shards, under FSDP2)."""
+        from omni_rl.runtime.forward_update import ForwardUpdate
+        from omni_rl.runtime.optim import build_optimizer, build_scheduler
+        from omni_rl.runtime.update import TrajectoryUpdate
+
+        config = self.config
         params = list(self.model.trainable_parameters())
         self.optimizer = build_optimizer(params, config.optim)
         self.scheduler = build_scheduler(self.optimizer, config.optim, config.run.steps)
-        self.requirements = self.loss.requirements
-        self.world_size = world_size
-        sync = self._all_reduce_grads if world_size > 1 else None
+        # FSDP2 reduce-scatters the gradients itself (summed: see runtime.fsdp); DDP sums them here
+        sync = self._all_reduce_grads if (self.world_size > 1 and not self.sharded) else None
+        lockstep = self._lockstep if self.sharded else None
         if self.requirements.inputs == "trajectory":
             self.update_engine: Any = TrajectoryUpdate(
-                self.model, self.sampler, self.loss, self.optimizer, config.optim, grad_sync=sync
+                self.model, self.sampler, self.loss, self.optimizer, config.optim, grad_sync=sync, lockstep=lockstep
             )
         else:
             self.update_engine = ForwardUpdate(
-                self.model, self.loss, self.optimizer, config.optim, seed, grad_sync=sync
+                self.model, self.loss, self.optimizer, config.optim, config.run.seed, grad_sync=sync, lockstep=lockstep
             )
-        self._batch: Any = None
-        self.trainable_count = sum(p.numel() for p in params)
 
     def ready(self) -> dict[str, Any]:
         return {"device": self.ctx.device, "trainable_parameters": self.trainable_count, "pid": os.getpid()}
 
-    def rollout_shard(self, request: RolloutRequest) -> dict[str, Any]:
-        """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy)."""
+    def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
+        """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy).
+
+        ``keep``: only the first ``keep`` samples are real; the rest pad the shard so that every FSDP2 worker runs
+        the same number of (collective) forwards, and are dropped here. Validation rollouts only."""
         from omni_rl.runtime.forward_update import view_context
 
         view = self.requirements.rollout_view if request.mode == "train" else "current"
         with view_context(self.model, view):
             batch = self.rollout.generate(self.model, self.sampler, request)
+        n = len(request.prompts) if keep is None else keep
         if request.mode == "train":
+            if n != len(request.prompts):
+                raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
             self._batch = batch
         return {
-            "images": batch.images.numpy(),
-            "prompts": batch.prompts,
-            "group_ids": batch.group_ids.numpy(),
+            "images": batch.images[:n].numpy(),
+            "prompts": batch.prompts[:n],
+            "group_ids": batch.group_ids[:n].numpy(),
         }
 
     def update(
@@ -138,7 +165,8 @@ class PolicyWorker:
         return f"tcp://{ray.util.get_node_ip_address()}:{port}"
 
     def init_distributed(self, init_method: str) -> None:
-        """Join the worker group's process group: gloo on CPU, nccl on GPU."""
+        """Join the worker group's process group: gloo on CPU, nccl on GPU. Under FSDP2, then shard the
+        transformer and build the optimizer over the shards."""
         import datetime
 
         import torch.distributed as dist
@@ -151,6 +179,22 @@ class PolicyWorker:
             world_size=self.world_size,
             timeout=datetime.timedelta(minutes=30),
         )
+        if self.sharded:
+            from omni_rl.runtime.fsdp import shard_transformer
+
+            shard_transformer(
+                self.model,
+                device=self.ctx.device,
+                world_size=self.world_size,
+                mixed_precision=self.config.cluster.mixed_precision,
+            )
+            self._build_training()
+
+    def _lockstep(self, counts: list[int]) -> list[int]:
+        """FSDP2: how many micro-batch passes every worker runs (the most any worker needs; see runtime.fsdp)."""
+        from omni_rl.runtime.fsdp import max_across_workers
+
+        return max_across_workers(counts, self.ctx.device)
 
     def _all_reduce_grads(self, params: list[Any]) -> None:
         """Sum every trainable gradient across workers in one flat buffer (the DDP reduction, done once per
@@ -170,21 +214,27 @@ class PolicyWorker:
             offset += count
 
     def save_lora(self, directory: str) -> str:
+        """The user-facing LoRA (or transformer). Under FSDP2 a collective: call it on every worker."""
         self.model.save_lora(directory)
         return directory
 
     def save_state(self, directory: str) -> None:
-        """Everything this worker needs for an exact resume, plus the user-facing LoRA (rank 0 only)."""
+        """Everything this worker needs for an exact resume, plus the user-facing LoRA (rank 0 only).
+
+        Under FSDP2 every save below gathers the shards (a collective on every worker) and rank 0 writes the
+        whole tensors, once, in ``worker_0/``; each worker still writes its own RNG, schedule and counters."""
         from omni_rl import checkpoint
 
         root = Path(directory)
         own = root / f"worker_{self.rank}"
         own.mkdir(parents=True, exist_ok=True)
-        if self.rank == 0:
-            self.model.save_lora(root)
-        checkpoint.save_trainable(self.model.transformer, own / "trainable.safetensors")
-        checkpoint.save_frozen_adapters(self.model.transformer, own / "adapters.safetensors")
-        checkpoint.save_optimizer(self.optimizer, own)
+        if self.sharded or self.rank == 0:
+            self.model.save_lora(root)  # sharded: every worker gathers, the model writes on rank 0
+        tensors = own if (self.rank == 0 or not self.sharded) else None
+        transformer = self.model.transformer
+        checkpoint.save_trainable(transformer, tensors / "trainable.safetensors" if tensors else None)
+        checkpoint.save_frozen_adapters(transformer, tensors / "adapters.safetensors" if tensors else None)
+        checkpoint.save_optimizer(self.optimizer, tensors)
         checkpoint.write_json(own / "scheduler.json", self.scheduler.state_dict())
         checkpoint.write_json(own / "update_state.json", self._update_state())
         checkpoint.save_rng(own)
@@ -193,11 +243,14 @@ class PolicyWorker:
         from omni_rl import checkpoint
 
         own = Path(directory) / f"worker_{self.rank}"
-        checkpoint.load_trainable(self.model.transformer, own / "trainable.safetensors")
+        # the weights and optimizer tensors are whole in every DDP worker's directory, and (once) in worker_0's
+        # under FSDP2: either strategy resumes from either layout (with the same number of workers)
+        tensors = own if (own / "trainable.safetensors").is_file() else Path(directory) / "worker_0"
+        checkpoint.load_trainable(self.model.transformer, tensors / "trainable.safetensors")
         # older checkpoints lack the next two files: the extra adapters then keep their setup copy and the
         # counters start at zero, as before they were saved
-        checkpoint.load_frozen_adapters(self.model.transformer, own / "adapters.safetensors")
-        checkpoint.load_optimizer(self.optimizer, own)
+        checkpoint.load_frozen_adapters(self.model.transformer, tensors / "adapters.safetensors")
+        checkpoint.load_optimizer(self.optimizer, tensors)
         self.scheduler.load_state_dict(checkpoint.read_json(own / "scheduler.json"))
         if (own / "update_state.json").is_file():
             self._load_update_state(checkpoint.read_json(own / "update_state.json"))
@@ -225,8 +278,7 @@ class PolicyWorker:
     def shutdown(self) -> None:
         """Leave the process group cleanly; the driver then kills the actor (no orphaned ranks)."""
         self._batch = None
-        if self.world_size > 1:
-            import torch.distributed as dist
+        import torch.distributed as dist
 
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()

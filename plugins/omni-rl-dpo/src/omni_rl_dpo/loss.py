@@ -181,11 +181,16 @@ class DPOLoss:
         """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.
 
         A micro-batch of skipped groups must still backpropagate (zero) gradients, so that workers summing
-        gradients see every parameter and the optimizer step sees a defined gradient.
+        gradients see every parameter and the optimizer step sees a defined gradient. It also runs the reference
+        forward a micro-batch with pairs runs: with the model sharded by FSDP2 every forward is a collective, so
+        every worker must run the same views in the same order.
         """
         first = torch.zeros(1, dtype=torch.long, device=inputs.x0.device)
         x = inputs.x0[:1].float()
-        v = inputs.velocity("current", x, torch.full((1,), 0.5, device=x.device), first)
+        t = torch.full((1,), 0.5, device=x.device)
+        v = inputs.velocity("current", x, t, first)
+        with torch.no_grad():
+            inputs.velocity("reference", x, t, first)
         zeros = dict.fromkeys(
             ("implicit_acc", "reward_margin", "reward_chosen", "reward_rejected", "policy_mse", "reference_mse"), 0.0
         )

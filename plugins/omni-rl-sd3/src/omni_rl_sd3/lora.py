@@ -51,7 +51,6 @@ class LoraAdapters:
         self._disabled_depth = 0
         self._active = TRAINED_ADAPTER
         self._inject(TRAINED_ADAPTER)
-        self._trained = self.parameters_of(TRAINED_ADAPTER)
 
     # -- adapters --------------------------------------------------------------------------------------------
 
@@ -64,7 +63,8 @@ class LoraAdapters:
         return self._active
 
     def trained_parameters(self) -> list[torch.nn.Parameter]:
-        return list(self._trained)
+        # looked up each time: FSDP2 (``[cluster] strategy = "fsdp2"``) replaces the parameters with shards
+        return self.parameters_of(TRAINED_ADAPTER)
 
     def parameters_of(self, name: str) -> list[torch.nn.Parameter]:
         """The LoRA weights of adapter ``name``, in a stable (module) order."""
@@ -118,14 +118,21 @@ class LoraAdapters:
 
     def save(self, directory: str | Path, *, name: str = TRAINED_ADAPTER) -> Path:
         """Write ``pytorch_lora_weights.safetensors`` in diffusers' SD3 LoRA format, with the LoRA config as
-        metadata so ``StableDiffusion3Pipeline.load_lora_weights`` restores alpha as well as rank."""
+        metadata so ``StableDiffusion3Pipeline.load_lora_weights`` restores alpha as well as rank.
+
+        With the transformer sharded by FSDP2 this is a collective (every worker calls it; the weights are
+        gathered whole) and only rank 0 writes."""
         from diffusers import StableDiffusion3Pipeline
         from peft.utils import get_peft_model_state_dict
 
-        state = get_peft_model_state_dict(self.transformer, adapter_name=name)
-        state = {key: value.detach().to("cpu").contiguous() for key, value in state.items()}
-        metadata = self.transformer.peft_config[name].to_dict()
+        from omni_rl.runtime.fsdp import gather_state
+
         directory = Path(directory)
+        gathered = gather_state(get_peft_model_state_dict(self.transformer, adapter_name=name))
+        if gathered is None:  # a rank > 0 of a sharded model: rank 0 writes
+            return directory / LORA_WEIGHT_NAME
+        state = gathered
+        metadata = self.transformer.peft_config[name].to_dict()
         directory.mkdir(parents=True, exist_ok=True)
         StableDiffusion3Pipeline.save_lora_weights(
             directory, transformer_lora_layers=state, transformer_lora_adapter_metadata=metadata

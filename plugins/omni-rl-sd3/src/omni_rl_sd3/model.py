@@ -253,11 +253,35 @@ class SD3Model:
     def save_lora(self, directory: str | Path) -> None:
         """Write the trained LoRA as ``pytorch_lora_weights.safetensors`` (diffusers SD3 format, loadable with
         ``StableDiffusion3Pipeline.load_lora_weights``). With ``lora_rank = 0`` the trained weights are the whole
-        transformer, written with ``save_pretrained`` under ``directory/transformer``."""
+        transformer, written with ``save_pretrained`` under ``directory/transformer``.
+
+        With the transformer sharded by FSDP2 (``[cluster] strategy = "fsdp2"``) this is a collective: every
+        worker calls it, the weights are gathered whole one tensor at a time, and rank 0 writes."""
         if self.adapters is None:
+            if _is_sharded(self.transformer):
+                self._save_sharded_transformer(Path(directory) / FULL_TRANSFORMER_DIR)
+                return
             self.transformer.save_pretrained(Path(directory) / FULL_TRANSFORMER_DIR)
             return
         self.adapters.save(directory, name=TRAINED_ADAPTER)
+
+    def _save_sharded_transformer(self, directory: Path) -> None:
+        """What ``save_pretrained`` writes (config.json and one safetensors file), from an FSDP2-sharded
+        transformer: ``save_pretrained`` itself would write this worker's shards under an ``FSDP...`` class name."""
+        import json
+
+        from safetensors.torch import save_file
+
+        from omni_rl.runtime.fsdp import gather_state
+
+        state = gather_state(self.transformer.state_dict())
+        if state is None:
+            return
+        config = json.loads(self.transformer.to_json_string())
+        config["_class_name"] = str(config["_class_name"]).removeprefix("FSDP")
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        save_file(state, str(directory / "diffusion_pytorch_model.safetensors"), metadata={"format": "pt"})
 
     def load_lora(self, directory: str | Path) -> None:
         """Load weights written by :meth:`save_lora` into the trained adapter (or the full transformer)."""
@@ -353,6 +377,12 @@ class SD3Model:
             ) from error
         merged.unload_lora()
         return merged.requires_grad_(False)
+
+
+def _is_sharded(module: torch.nn.Module) -> bool:
+    from omni_rl.runtime.fsdp import is_sharded
+
+    return any(is_sharded(p) for p in module.parameters())
 
 
 def _resolved(config: SD3Config, path: str) -> SD3Config:
