@@ -8,10 +8,11 @@ them.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
+
+from omni_rl.validators import fraction, int_at_least, non_negative_finite, positive_finite
 
 RewardMode = Literal["all", "positive_only", "negative_only", "one_only", "binary"]
 REWARD_MODES: tuple[str, ...] = ("all", "positive_only", "negative_only", "one_only", "binary")
@@ -19,33 +20,6 @@ OldDecay = Literal["copy", "ramp", "delayed_ramp"]
 OLD_DECAYS: tuple[str, ...] = ("copy", "ramp", "delayed_ramp")
 Refresh = Literal["update", "optimizer_step"]
 REFRESHES: tuple[str, ...] = ("update", "optimizer_step")
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (_finite(value) and value > 0):
-        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
-
-
-def _non_negative_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (_finite(value) and value >= 0):
-        raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
-
-
-def _fraction(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (_finite(value) and 0.0 < value <= 1.0):
-        raise ValueError(f"{attribute.name} must be in (0, 1], got {value!r}")
-
-
-def _int_at_least(low: int) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{attribute.name} must be an integer >= {low}, got {value!r}")
-
-    return check
 
 
 def _trained_timesteps_fit(instance: DiffusionNFTLossConfig, attribute: attrs.Attribute, value: int) -> None:
@@ -74,16 +48,16 @@ class DiffusionNFTLossConfig:
 
     #: β of the implicit policies v^± (the reference's ``config.beta``: 1.0 for SD3.5, 0.1 for its OCR and
     #: multi-reward configs); the loss is divided by it
-    beta: float = attrs.field(default=1.0, converter=float, validator=_positive_finite)
+    beta: float = attrs.field(default=1.0, converter=float, validator=positive_finite)
     #: advantages are clipped to ±adv_clip_max, mapped to r ∈ [0, 1], and the loss is scaled by it
-    adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=_positive_finite)
+    adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=positive_finite)
     #: advantage → reward probability: "all" r = clip(A)/(2·max) + ½; "positive_only" / "negative_only" first
     #: clamp A to ≥ 0 / ≤ 0; "one_only" uses 1 for A > 0 else 0; "binary" uses sign(A) (the reference's
     #: ``adv_mode``)
     reward_mode: RewardMode = attrs.field(default="all", validator=attrs.validators.in_(REWARD_MODES))
     #: β_KL of the KL-to-reference term mean (v_θ − v_ref)² (the reference's ``train.beta``, 1e-4); > 0 adds the
     #: reference view (adapters off) to every trained timestep
-    kl_coef: float = attrs.field(default=1e-4, converter=float, validator=_non_negative_finite)
+    kl_coef: float = attrs.field(default=1e-4, converter=float, validator=non_negative_finite)
     #: old ← d·old + (1 − d)·θ with d(i), i = optimizer steps taken: "copy" d = 0; "ramp" min(0.001·i, 0.5);
     #: "delayed_ramp" 0 before i = 75 then min(0.0075·(i − 75), 0.999) (the reference's decay_type 0 / 1 / 2)
     old_decay: OldDecay = attrs.field(default="ramp", validator=attrs.validators.in_(OLD_DECAYS))
@@ -92,12 +66,12 @@ class DiffusionNFTLossConfig:
     refresh: Refresh = attrs.field(default="update", validator=attrs.validators.in_(REFRESHES))
     #: length of the sampling schedule whose sigmas are the training timesteps (the model's own shifted schedule
     #: for this many steps); the reference trains on its rollout schedule, so keep it equal to [rollout] steps
-    num_steps: int = attrs.field(default=10, validator=_int_at_least(1))
+    num_steps: int = attrs.field(default=10, validator=int_at_least(1))
     #: trained timesteps per sample = int(num_steps × timestep_fraction), distinct, drawn per epoch (0.99 in the
     #: reference: 9 of 10)
-    timestep_fraction: float = attrs.field(default=0.99, converter=float, validator=_fraction)
+    timestep_fraction: float = attrs.field(default=0.99, converter=float, validator=fraction)
     #: an explicit count of trained timesteps per sample instead of the fraction (0: use the fraction)
-    timesteps: int = attrs.field(default=0, validator=[_int_at_least(0), _trained_timesteps_fit])
+    timesteps: int = attrs.field(default=0, validator=[int_at_least(0), _trained_timesteps_fit])
 
     @property
     def train_timesteps(self) -> int:

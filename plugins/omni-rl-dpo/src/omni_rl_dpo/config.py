@@ -6,32 +6,13 @@ validates each section's ``options`` against them) without importing torch.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import attrs
 
+from omni_rl.validators import finite, non_negative_finite, positive_finite, positive_int
+
 PAIRINGS: tuple[str, ...] = ("reward", "offline")
-
-
-def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
-
-
-def _finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not math.isfinite(value):
-        raise ValueError(f"{attribute.name} must be a finite number, got {value!r}")
-
-
-def _non_negative_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
-
-
-def _positive_int(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
 
 
 def _multiple_of_8(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -50,16 +31,16 @@ class DPOLossConfig:
     """
 
     #: β of inside = -(β/2)[(e_θ^w - e_ref^w) - (e_θ^l - e_ref^l)]; the Diffusion-DPO reference trains with 5000
-    beta: float = attrs.field(default=5000.0, converter=float, validator=_positive_finite)
+    beta: float = attrs.field(default=5000.0, converter=float, validator=positive_finite)
     #: "reward": best vs worst reward of each group; "offline": each group is (chosen, rejected) in order
     pairing: Literal["reward", "offline"] = attrs.field(default="reward", validator=attrs.validators.in_(PAIRINGS))
     #: online pairing skips (and counts) groups whose best - worst reward is not above this; 0 skips only ties
-    min_reward_spread: float = attrs.field(default=0.0, converter=float, validator=_non_negative_finite)
+    min_reward_spread: float = attrs.field(default=0.0, converter=float, validator=non_negative_finite)
     #: t = sigmoid(logit_mean + logit_std * z), z ~ N(0, 1): SD3's logit-normal training density (0, 1)
-    logit_mean: float = attrs.field(default=0.0, converter=float, validator=_finite)
-    logit_std: float = attrs.field(default=1.0, converter=float, validator=_positive_finite)
+    logit_mean: float = attrs.field(default=0.0, converter=float, validator=finite)
+    logit_std: float = attrs.field(default=1.0, converter=float, validator=positive_finite)
     #: (t, ε) draws per pair and update, each its own forward/backward (the reference draws one)
-    timesteps: int = attrs.field(default=1, validator=_positive_int)
+    timesteps: int = attrs.field(default=1, validator=positive_int)
 
 
 @attrs.frozen(kw_only=True)
@@ -80,7 +61,7 @@ class PreferencePairsConfig:
     #: keep each image and its latents in worker memory, so every image is read and encoded once per run
     cache_latents: bool = True
     #: images per VAE encode (and samples per forward in validation)
-    batch_size: int = attrs.field(default=8, validator=_positive_int)
+    batch_size: int = attrs.field(default=8, validator=positive_int)
     #: validation sampling: Euler steps and guidance scale of the ``diffusers`` backend's eval rollout
-    eval_steps: int = attrs.field(default=20, validator=_positive_int)
+    eval_steps: int = attrs.field(default=20, validator=positive_int)
     eval_cfg: float = attrs.field(default=4.5, converter=float, validator=attrs.validators.ge(0.0))

@@ -6,22 +6,12 @@ validates each section's ``options`` against them) without importing torch.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 
+from omni_rl.validators import non_negative_finite, positive_finite
 from omni_rl_flow_grpo.samplers.window import WindowConfig
-
-
-def _non_negative_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
-
-
-def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{attribute.name} must be a finite number > 0, got {value!r}")
 
 
 def _unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
@@ -37,7 +27,7 @@ class FlowSDEConfig(WindowConfig):
     """
 
     #: a in s = a·sqrt(σ / (1 - σ)); Flow-GRPO uses 0.7 (0.8 in its fast configs, 0.9 for FLUX)
-    noise_level: float = attrs.field(default=0.7, converter=float, validator=_non_negative_finite)
+    noise_level: float = attrs.field(default=0.7, converter=float, validator=non_negative_finite)
 
 
 @attrs.frozen(kw_only=True)
@@ -62,7 +52,7 @@ class GRPOAdvantageConfig:
     #: divide by (std + eps); False is Dr.GRPO (A = r - group mean)
     std_normalize: bool = True
     #: added to the std so a constant-reward batch gives A = 0 rather than 0/0 (reference: 1e-4)
-    eps: float = attrs.field(default=1e-4, converter=float, validator=_positive_finite)
+    eps: float = attrs.field(default=1e-4, converter=float, validator=positive_finite)
 
 
 @attrs.frozen(kw_only=True)
@@ -70,8 +60,8 @@ class FlowGRPOLossConfig:
     """Options of the ``flow_grpo`` loss (clipped PPO on per-step log-probs, optional KL to the reference)."""
 
     #: ε of the ratio clip [1 - ε, 1 + ε]; tiny because log-probs are means over all latent elements
-    clip_ratio: float = attrs.field(default=1e-4, converter=float, validator=_positive_finite)
+    clip_ratio: float = attrs.field(default=1e-4, converter=float, validator=positive_finite)
     #: advantages are clipped to [-adv_clip_max, adv_clip_max] before the objective
-    adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=_positive_finite)
+    adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=positive_finite)
     #: β of the KL-to-reference term; > 0 makes the update also evaluate the reference (adapters off)
-    kl_coef: float = attrs.field(default=0.0, converter=float, validator=_non_negative_finite)
+    kl_coef: float = attrs.field(default=0.0, converter=float, validator=non_negative_finite)

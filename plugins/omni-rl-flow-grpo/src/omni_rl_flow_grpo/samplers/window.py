@@ -28,13 +28,10 @@ from typing import Any, Literal
 
 import attrs
 
+from omni_rl.validators import non_negative_int
+
 WindowMode = Literal["random", "fixed"]
 WINDOW_MODES: tuple[str, ...] = ("random", "fixed")
-
-
-def _non_negative_int(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{attribute.name} must be an integer >= 0, got {value!r}")
 
 
 def _window_range(instance: Any, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
@@ -56,7 +53,7 @@ class WindowConfig:
     """Window options shared by every stochastic sampler's config (see the module docstring)."""
 
     #: number of consecutive stochastic (trained) steps; 0 = every step but the last
-    window_size: int = attrs.field(default=0, validator=_non_negative_int)
+    window_size: int = attrs.field(default=0, validator=non_negative_int)
     #: the window lies within steps [lo, hi) (hi = 0: the end of the schedule); start ~ U{lo, …, hi - W}
     window_range: tuple[int, int] = attrs.field(default=(0, 0), converter=tuple, validator=_window_range)
     #: "random": start drawn per training step (seeded by run seed and step, so all workers agree);
