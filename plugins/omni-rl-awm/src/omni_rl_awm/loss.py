@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from omni_rl_flow_grpo.ppo import clipped_policy_loss, ratio_metrics
 from torch import Tensor
 
 from omni_rl.batch import ForwardLossInputs, LossOutput
@@ -129,11 +130,7 @@ class AWMLoss:
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
         if self.config.advantage_max is not None:
             clipped_adv = clipped_adv * (self.config.advantage_max / self.config.adv_clip_max)
-        eps = self.config.clip_ratio
-        ratio = torch.exp(log_prob - old_log_prob)
-        unclipped = -clipped_adv * ratio
-        clipped = -clipped_adv * ratio.clamp(1.0 - eps, 1.0 + eps)
-        policy_loss = torch.maximum(unclipped, clipped).mean()
+        policy_loss, ratio = clipped_policy_loss(log_prob, old_log_prob, clipped_adv, self.config.clip_ratio)
 
         loss = policy_loss
         kl = ema_kl = None
@@ -170,24 +167,14 @@ class AWMLoss:
         (= −log p), ``timestep_mean`` the mean drawn t; ``ratio_std`` is the population std;
         ``advantage_abs_mean`` is taken before clipping and rescaling.
         """
-        eps = self.config.clip_ratio
         with torch.no_grad():
-            ratio = ratio.detach()
-            log_diff = log_prob.detach() - old_log_prob.detach()
             metrics: dict[str, Any] = {
                 "policy_loss": float(policy_loss.detach()),
                 "matching_loss": float(ell.detach().mean()),
                 "weighted_loss": float(-log_prob.detach().mean()),
                 "timestep_mean": float(t.mean()),
-                "ratio_mean": float(ratio.mean()),
-                "ratio_std": float(ratio.std(correction=0)),
-                "clip_frac": float(((ratio - 1.0).abs() > eps).float().mean()),
-                "clip_frac_high": float((ratio - 1.0 > eps).float().mean()),
-                "clip_frac_low": float((1.0 - ratio > eps).float().mean()),
-                "ppo_kl": float((-log_diff).mean()),
-                "approx_kl": float(0.5 * (log_diff**2).mean()),
-                "advantage_abs_mean": float(advantages.abs().mean()),
             }
+            metrics.update(ratio_metrics(ratio, log_prob, old_log_prob, advantages, self.config.clip_ratio))
             if kl is not None:
                 metrics["kl"] = float(kl.detach())
             if ema_kl is not None:

@@ -21,6 +21,7 @@ from torch import Tensor
 from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements
 from omni_rl_flow_grpo.config import FlowGRPOLossConfig
+from omni_rl_flow_grpo.ppo import clipped_policy_loss, ratio_metrics
 
 
 def _f32(t: Tensor) -> Tensor:
@@ -61,12 +62,8 @@ class FlowGRPOLoss:
         old_log_prob = _per_sample(inputs.old_log_prob, batch)
         advantages = _per_sample(inputs.advantages, batch)
 
-        eps = self.config.clip_ratio
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
-        ratio = torch.exp(log_prob - old_log_prob)
-        unclipped_loss = -clipped_adv * ratio
-        clipped_loss = -clipped_adv * ratio.clamp(1.0 - eps, 1.0 + eps)
-        policy_loss = torch.maximum(unclipped_loss, clipped_loss).mean()
+        policy_loss, ratio = clipped_policy_loss(log_prob, old_log_prob, clipped_adv, self.config.clip_ratio)
 
         loss = policy_loss
         kl = None
@@ -98,27 +95,10 @@ class FlowGRPOLoss:
         policy_loss: Tensor,
         kl: Tensor | None,
     ) -> dict[str, Any]:
-        """Plain-float diagnostics (the trainer prefixes them with ``actor/``).
-
-        ``ratio_std`` is the population std (defined for a batch of one). ``approx_kl`` is the reference
-        trainer's 0.5·mean((log π_θ - log π_old)²), logged next to ``ppo_kl`` for comparison with it.
-        ``advantage_abs_mean`` is over the advantages before clipping, as the reference prints it.
-        """
-        eps = self.config.clip_ratio
-        with torch.no_grad():
-            ratio = ratio.detach()
-            log_diff = log_prob.detach() - old_log_prob.detach()
-            metrics: dict[str, Any] = {
-                "policy_loss": float(policy_loss.detach()),
-                "ratio_mean": float(ratio.mean()),
-                "ratio_std": float(ratio.std(correction=0)),
-                "clip_frac": float(((ratio - 1.0).abs() > eps).float().mean()),
-                "clip_frac_high": float((ratio - 1.0 > eps).float().mean()),
-                "clip_frac_low": float((1.0 - ratio > eps).float().mean()),
-                "ppo_kl": float((-log_diff).mean()),
-                "approx_kl": float(0.5 * (log_diff**2).mean()),
-                "advantage_abs_mean": float(advantages.abs().mean()),
-            }
-            if kl is not None:
-                metrics["kl"] = float(kl.detach())
+        """Plain-float diagnostics (the trainer prefixes them with ``actor/``): the PPO ones of
+        :func:`~omni_rl_flow_grpo.ppo.ratio_metrics`, the policy loss and the KL when it is on."""
+        metrics: dict[str, Any] = {"policy_loss": float(policy_loss.detach())}
+        metrics.update(ratio_metrics(ratio, log_prob, old_log_prob, advantages, self.config.clip_ratio))
+        if kl is not None:
+            metrics["kl"] = float(kl.detach())
         return metrics
