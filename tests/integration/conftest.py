@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,3 +28,36 @@ def ray_cluster():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+#: the sd3_tiny_jpeg example shrunk to two steps of 2 prompts x 4 images at 32 px, a checkpoint every step
+SMALL_JPEG_SETS = (
+    "run.steps=2",
+    "run.save_every=1",
+    "rollout.options.height=32",
+    "rollout.options.width=32",
+    "rollout.options.group_size=4",
+    "rollout.options.batch_size=4",
+    "data.prompts_per_step=2",
+    "optim.micro_batch=2",
+    "optim.mini_batch=4",
+    "cluster.cpus_per_worker=1",
+    "log.image_every=0",
+)
+
+
+@pytest.fixture
+def small_jpeg_run(tiny_sd3: Path, ray_cluster: None):
+    """``run(out, workers, *extra_sets) -> metrics rows``: the small sd3_tiny_jpeg run the worker-count tests
+    compare (1 vs 2 workers, DDP vs FSDP2), on the session's tiny pipeline and Ray."""
+    from omni_rl.cli import main
+
+    example = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
+
+    def run(out: Path, workers: int, *extra: str) -> list[dict]:
+        sets = [f"run.output_dir={out}", f"model.options.path={tiny_sd3}", *SMALL_JPEG_SETS]
+        sets += [f"cluster.workers={workers}", *extra]
+        assert main(["run", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
+        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+    return run

@@ -12,34 +12,9 @@ from safetensors.torch import load_file
 
 from omni_rl.cli import main
 
-EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 PROMPTS = Path(__file__).parents[2] / "docs" / "examples" / "prompts" / "objects.txt"
 LORA = "pytorch_lora_weights.safetensors"
 FULL = ["model.options.lora_rank=0", "optim.lr=1e-3"]
-
-
-def _run(out: Path, tiny_sd3: Path, workers: int, strategy: str, *extra: str) -> list[dict]:
-    sets = [
-        f"run.output_dir={out}",
-        f"model.options.path={tiny_sd3}",
-        "run.steps=2",
-        "run.save_every=1",
-        "rollout.options.height=32",
-        "rollout.options.width=32",
-        "rollout.options.group_size=4",
-        "rollout.options.batch_size=4",
-        "data.prompts_per_step=2",
-        "optim.micro_batch=2",
-        "optim.mini_batch=4",
-        f"cluster.workers={workers}",
-        f"cluster.strategy={strategy}",
-        "cluster.cpus_per_worker=1",
-        "log.image_every=0",
-        "log.backends=[]",
-        *extra,
-    ]
-    assert main(["run", str(EXAMPLE), *[a for s in sets for a in ("--set", s)]]) == 0
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def _tensors(run: Path, step: int, name: str = "worker_0/trainable.safetensors") -> dict[str, torch.Tensor]:
@@ -66,13 +41,13 @@ def _assert_close(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor
         assert error < tol, (name, error)
 
 
-def test_fsdp2_full_fine_tuning_matches_one_worker(tmp_path: Path, tiny_sd3: Path, ray_cluster: None) -> None:
+def test_fsdp2_full_fine_tuning_matches_one_worker(tmp_path: Path, tiny_sd3: Path, small_jpeg_run) -> None:
     """Flow-GRPO (the trajectory update) training every transformer weight. The first mini-batch of step 1 puts 1
     of its 4 samples on worker 0 and 3 on worker 1, so worker 0 runs a zero-weight padding micro-batch."""
     from diffusers import SD3Transformer2DModel
 
-    one = _run(tmp_path / "one", tiny_sd3, 1, "ddp", *FULL)
-    two = _run(tmp_path / "two", tiny_sd3, 2, "fsdp2", *FULL)
+    one = small_jpeg_run(tmp_path / "one", 1, "cluster.strategy=ddp", *FULL)
+    two = small_jpeg_run(tmp_path / "two", 2, "cluster.strategy=fsdp2", *FULL)
     _assert_same_steps(one, two)
     pretrained = load_file(str(tiny_sd3 / "transformer" / "diffusion_pytorch_model.safetensors"))
     for step in (1, 2):
@@ -96,8 +71,12 @@ def test_fsdp2_full_fine_tuning_matches_one_worker(tmp_path: Path, tiny_sd3: Pat
 
     # resuming the sharded run from its step-1 checkpoint (whole tensors cut back into shards, optimizer state
     # too) repeats its step 2
-    resumed = _run(
-        tmp_path / "resumed", tiny_sd3, 2, "fsdp2", *FULL, f'run.resume="{tmp_path / "two" / "checkpoints" / "step_1"}"'
+    resumed = small_jpeg_run(
+        tmp_path / "resumed",
+        2,
+        "cluster.strategy=fsdp2",
+        *FULL,
+        f'run.resume="{tmp_path / "two" / "checkpoints" / "step_1"}"',
     )
     assert [row["step"] for row in resumed] == [2]
     assert resumed[0]["reward/mean"] == two[1]["reward/mean"]
