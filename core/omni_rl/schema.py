@@ -86,6 +86,9 @@ class DataConfig:
     prompts_per_step: int = attrs.field(default=2, validator=_positive)
     #: validate on the first N val prompts (0 = all)
     val_prompts: int = attrs.field(default=0, validator=_non_negative)
+    #: images per val prompt, each from its own fixed seed (GenEval scores 4 per prompt): one image per prompt
+    #: makes ``val/reward/mean`` of a few dozen prompts swing by several hundredths between evaluations
+    val_images_per_prompt: int = attrs.field(default=1, validator=_positive)
 
 
 @attrs.frozen(kw_only=True)

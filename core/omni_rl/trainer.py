@@ -91,12 +91,18 @@ class Trainer:
     def validate(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
     ) -> dict[str, float]:
-        records = self.val_records
+        repeats = self.config.data.val_images_per_prompt
+        records = [r for r in self.val_records for _ in range(repeats)]
         prompts = [r.prompt for r in records]
+        # image r of prompt k takes seed r·n + k: each prompt's first image is the one a single-image validation
+        # draws, so runs with different val_images_per_prompt share those samples
+        n = len(self.val_records)
+        pool = sample_seeds(self.config.run.seed, -1, n * repeats)
+        seeds = [pool[r * n + k] for k in range(n) for r in range(repeats)]
         request = RolloutRequest(
             prompts=prompts,
             group_ids=list(range(len(prompts))),
-            seeds=sample_seeds(self.config.run.seed, -1, len(prompts)),
+            seeds=seeds,
             step=-1,
             mode="eval",
             record_trajectory=False,
@@ -105,8 +111,9 @@ class Trainer:
         )
         out = group.rollout(request)
         scored = self._score(out["images"], records, prompts)
-        captions = [f"{p} | {s:.2f}" for p, s in zip(prompts, scored.total, strict=True)]
-        grid = save_grid(run_dir / f"val_step_{step}.png", out["images"], captions)
+        # the grid shows each prompt's first image; the metrics average all of them
+        captions = [f"{p} | {s:.2f}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)]
+        grid = save_grid(run_dir / f"val_step_{step}.png", out["images"][::repeats], captions)
         if logger is not None:
             logger.log_images(step, "images/val", grid)
         return scored.metrics(prefix="val/reward")

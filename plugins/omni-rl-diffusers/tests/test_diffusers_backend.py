@@ -257,3 +257,34 @@ def test_sizes_must_be_multiples_of_8() -> None:
     with pytest.raises(ValueError, match="multiple of 8"):
         DiffusersRolloutConfig(height=36)
     assert DiffusersRolloutConfig(height=8, width=1024).height == 8
+
+
+def test_shared_initial_noise_starts_a_group_from_one_x_t(tiny_model: DiffusionModel, flow_sde: Sampler) -> None:
+    """DanceGRPO's shared x_T: a group's samples start alike and differ only by the window's SDE noise."""
+    spy = SpyModel(tiny_model)
+    _generate(_rollout(shared_initial_noise=True), spy, flow_sde, _request(PROMPTS, SEEDS))
+    x_t = spy.velocity_inputs[0][0]  # the first transformer call sees the initial latents
+    torch.testing.assert_close(x_t[1], x_t[0], rtol=0, atol=0)
+    torch.testing.assert_close(x_t[3], x_t[2], rtol=0, atol=0)
+    assert not torch.allclose(x_t[0], x_t[2])
+    shared = _generate(_rollout(shared_initial_noise=True), tiny_model, flow_sde, _request(PROMPTS, SEEDS))
+    assert not torch.allclose(shared.final_latents[0], shared.final_latents[1], atol=1e-3)  # the window's noise
+
+
+def test_shared_initial_noise_is_the_same_on_any_worker(tiny_model: DiffusionModel, flow_sde: Sampler) -> None:
+    """x_T comes from (run seed, step, group), so a shard holding half a group gets the group's x_T."""
+    whole = _generate(_rollout(shared_initial_noise=True), tiny_model, flow_sde, _request(PROMPTS, SEEDS))
+    shard = attrs.evolve(_request(PROMPTS, SEEDS), prompts=PROMPTS[1:3], group_ids=[0, 1], seeds=SEEDS[1:3])
+    half = _generate(_rollout(shared_initial_noise=True), tiny_model, flow_sde, shard)
+    torch.testing.assert_close(half.final_latents, whole.final_latents[1:3], rtol=0, atol=1e-5)
+    later = _generate(
+        _rollout(shared_initial_noise=True), tiny_model, flow_sde, attrs.evolve(_request(PROMPTS, SEEDS), step=1)
+    )
+    assert not torch.allclose(later.final_latents[0], whole.final_latents[0], atol=1e-3)  # a new x_T each step
+
+
+def test_shared_initial_noise_leaves_validation_alone(tiny_model: DiffusionModel, flow_sde: Sampler) -> None:
+    request = attrs.evolve(_request(PROMPTS, SEEDS), mode="eval", record_trajectory=False)
+    plain = _generate(_rollout(), tiny_model, flow_sde, request)
+    shared = _generate(_rollout(shared_initial_noise=True), tiny_model, flow_sde, request)
+    torch.testing.assert_close(shared.final_latents, plain.final_latents, rtol=0, atol=0)

@@ -47,7 +47,11 @@ class DiffusersRollout:
         for start in range(0, n, cfg.batch_size):
             idx = list(range(start, min(start + cfg.batch_size, n)))
             generators = [torch.Generator().manual_seed(int(request.seeds[i])) for i in idx]
-            x = _per_sample_randn(generators, latent_shape).to(model.device)
+            if train and cfg.shared_initial_noise:
+                starts = [_group_generator(request, request.group_ids[i]) for i in idx]
+                x = _per_sample_randn(starts, latent_shape).to(model.device)
+            else:
+                x = _per_sample_randn(generators, latent_shape).to(model.device)
             cond = conditioning.index(idx)
             chunk_record: list[tuple[torch.Tensor, ...]] = []
             for i in range(num_steps):
@@ -94,6 +98,13 @@ class DiffusersRollout:
         parts = [model.encode_prompts([p], guidance_scale=guidance) for p in unique]
         encoded = Conditioning({k: torch.cat([c.tensors[k] for c in parts]) for k in parts[0].tensors})
         return encoded.index(torch.as_tensor([position[p] for p in prompts], dtype=torch.long))
+
+
+def _group_generator(request: RolloutRequest, group_id: int) -> torch.Generator:
+    """The generator of a group's shared x_T: a function of (run seed, step, group) alone, so it is the same on
+    whichever worker holds a sample of the group."""
+    seed = (request.run_seed * 1_000_003 + (request.step + 1) * 7_919 + group_id * 104_729) % 2**63
+    return torch.Generator().manual_seed(seed)
 
 
 def _per_sample_randn(generators: list[torch.Generator], shape: tuple[int, ...]) -> torch.Tensor:

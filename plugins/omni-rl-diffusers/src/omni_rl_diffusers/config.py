@@ -35,3 +35,7 @@ class DiffusersRolloutConfig:
     #: validation guidance scale; defaults to ``cfg``
     eval_cfg: float | None = None
     batch_size: int = attrs.field(default=8, validator=_positive)
+    #: DanceGRPO's shared initial noise: every sample of a group starts from the same x_T (drawn from the run
+    #: seed, step and group), so the reward spread inside a group comes from the SDE window's noise alone, the
+    #: part of the trajectory the policy gradient can credit. Training rollouts only; validation is unchanged.
+    shared_initial_noise: bool = False
