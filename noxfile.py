@@ -78,3 +78,10 @@ def convergence(session: nox.Session) -> None:
     """Each algorithm's shapes example as is, fixed seeds: val reward gains and time to +0.1 / +0.2."""
     install_all(session)
     session.run("python", "benchmarks/convergence.py", *session.posargs, env=TEST_ENV)
+
+
+@nox.session
+def gradient_direction(session: nox.Session) -> None:
+    """Is the Flow-GRPO gradient uphill on shapes? Reward after a step along the averaged gradient and against it."""
+    install_all(session)
+    session.run("python", "benchmarks/gradient_direction.py", *session.posargs, env=TEST_ENV)
