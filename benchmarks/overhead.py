@@ -246,7 +246,7 @@ def write_report(path: Path, rows: list[tuple[str, dict[str, float]]], scaling: 
     start = text.find("## Framework overhead")
     if start >= 0:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+        text = text[:start] + section + ("\n" + text[end + 1 :] if end >= 0 else "")
     else:
         text = text.rstrip() + "\n\n" + section
     path.parent.mkdir(parents=True, exist_ok=True)
