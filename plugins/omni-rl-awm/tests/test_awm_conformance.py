@@ -13,7 +13,6 @@ import torch
 from awm_toys import LinearViews, forward_inputs
 from omni_rl_awm import hooks
 
-from omni_rl.config import resolve_config
 from omni_rl.registry import Registry
 from omni_rl.specs import AlgorithmSpec, LossSpec
 from omni_rl.testing import AlgorithmConformance, LossConformance, PluginConformance
@@ -69,21 +68,15 @@ class TestAWMLoss(LossConformance):
 
 
 class TestAWMAlgorithm(AlgorithmConformance):
+    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+        "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
+        "reward": [{"name": "jpeg_compressibility"}],
+    }
+
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
         (spec,) = hooks.omni_rl_algorithms()
         return spec
 
-    def test_the_preset_resolves_with_a_model_path(self, spec: AlgorithmSpec, registry: Registry) -> None:
-        """The suite's resolve test skips when the only model needs a path (sd3 does): give it one here."""
-        if registry.find("model", "sd3") is None or registry.find("reward", "jpeg_compressibility") is None:
-            pytest.skip("needs omni-rl-sd3 and omni-rl-rewards installed")
-        raw = {
-            "algorithm": {"name": spec.name},
-            "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
-            "reward": [{"name": "jpeg_compressibility"}],
-        }
-        config = resolve_config(raw, registry, source=f"preset {spec.name!r}")
-        for section in ("sampler", "advantage", "loss", "rollout"):
-            assert getattr(config.file, section).name == spec.defaults[section]["name"], section
-        assert config.file.optim.lr == 3e-4
+    def test_the_preset_sets_the_reference_learning_rate(self, spec: AlgorithmSpec, registry: Registry) -> None:
+        assert self.resolved_preset(spec, registry).file.optim.lr == 3e-4

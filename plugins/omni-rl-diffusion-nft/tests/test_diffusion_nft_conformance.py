@@ -9,7 +9,6 @@ import torch
 from omni_rl_diffusion_nft import hooks
 
 from omni_rl.batch import ForwardLossInputs
-from omni_rl.config import resolve_config
 from omni_rl.registry import Registry
 from omni_rl.specs import AlgorithmSpec, ComponentSpec, LossSpec
 from omni_rl.testing import AlgorithmConformance, LossConformance, PluginConformance
@@ -86,23 +85,18 @@ class TestDiffusionNFTLoss(LossConformance):
 
 
 class TestDiffusionNFTAlgorithm(AlgorithmConformance):
+    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+        "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
+        "reward": [{"name": "jpeg_compressibility"}],
+    }
+
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
         (spec,) = hooks.omni_rl_algorithms()
         return spec
 
-    def test_the_preset_resolves_with_a_model_path(self, spec: AlgorithmSpec, registry: Registry) -> None:
-        """The suite's resolve test skips when the only model needs a path (sd3 does): give it one here."""
-        if registry.find("model", "sd3") is None or registry.find("reward", "jpeg_compressibility") is None:
-            pytest.skip("needs omni-rl-sd3 and omni-rl-rewards installed")
-        raw = {
-            "algorithm": {"name": spec.name},
-            "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
-            "reward": [{"name": "jpeg_compressibility"}],
-        }
-        config = resolve_config(raw, registry, source=f"preset {spec.name!r}")
-        for section in ("sampler", "advantage", "loss", "rollout"):
-            assert getattr(config.file, section).name == spec.defaults[section]["name"], section
+    def test_the_preset_sets_the_reference_recipe(self, spec: AlgorithmSpec, registry: Registry) -> None:
+        config = self.resolved_preset(spec, registry)
         assert config.optim.lr == 3e-4
         loss = config.components["loss"].options
         assert (loss.beta, loss.kl_coef, loss.old_decay, loss.train_timesteps) == (1.0, 1e-4, "ramp", 9)

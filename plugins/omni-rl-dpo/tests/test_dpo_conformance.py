@@ -12,10 +12,8 @@ import torch
 from omni_rl_dpo import hooks
 
 from omni_rl.batch import ForwardLossInputs
-from omni_rl.config import resolve_config
 from omni_rl.errors import ConfigError
 from omni_rl.protocols import DiffusionModel, Loss, RolloutBackend, RolloutRequest, Sampler
-from omni_rl.registry import Registry
 from omni_rl.specs import AlgorithmSpec, ComponentSpec, LossSpec, RolloutSpec
 from omni_rl.testing import AlgorithmConformance, LossConformance, PluginConformance, RolloutConformance
 
@@ -123,36 +121,26 @@ class TestPreferencePairsRollout(RolloutConformance):
 # -- algorithms ------------------------------------------------------------------------------------------
 
 
-def _resolves_with_a_model_path(spec: AlgorithmSpec, registry: Registry) -> None:
-    """The suite's resolve test skips when the only model needs a path (sd3 does): give it one here."""
-    if registry.find("model", "sd3") is None or registry.find("reward", "jpeg_compressibility") is None:
-        pytest.skip("needs omni-rl-sd3 and omni-rl-rewards installed")
-    raw = {
-        "algorithm": {"name": spec.name},
+class TestDPOAlgorithm(AlgorithmConformance):
+    complete_with = {  # noqa: RUF012 - the suite's ClassVar
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }
-    config = resolve_config(raw, registry, source=f"preset {spec.name!r}")
-    for section in ("sampler", "advantage", "loss", "rollout"):
-        assert getattr(config.file, section).name == spec.defaults[section]["name"], section
 
-
-class TestDPOAlgorithm(AlgorithmConformance):
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
         return _named(hooks.omni_rl_algorithms(), "dpo")
 
-    def test_the_preset_resolves_with_a_model_path(self, spec: AlgorithmSpec, registry: Registry) -> None:
-        _resolves_with_a_model_path(spec, registry)
-
 
 class TestDPOOfflineAlgorithm(AlgorithmConformance):
+    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+        "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
+        "reward": [{"name": "jpeg_compressibility"}],
+    }
+
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
         return _named(hooks.omni_rl_algorithms(), "dpo_offline")
-
-    def test_the_preset_resolves_with_a_model_path(self, spec: AlgorithmSpec, registry: Registry) -> None:
-        _resolves_with_a_model_path(spec, registry)
 
     def test_offline_pairing_goes_with_the_preference_backend(self, spec: AlgorithmSpec) -> None:
         assert spec.defaults["rollout"]["name"] == "preference_pairs"

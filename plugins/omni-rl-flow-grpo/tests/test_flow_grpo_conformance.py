@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 from omni_rl_flow_grpo import hooks
 
-from omni_rl.config import resolve_config
-from omni_rl.registry import Registry
 from omni_rl.specs import AdvantageSpec, AlgorithmSpec, ComponentSpec, LossSpec, SamplerSpec
 from omni_rl.testing import (
     AdvantageConformance,
@@ -132,22 +130,14 @@ class TestFlowGRPOLoss(LossConformance):
 
 
 class TestFlowGRPOAlgorithm(AlgorithmConformance):
+    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+        "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
+        "reward": [{"name": "jpeg_compressibility"}],
+    }
+
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
         return _named(hooks.omni_rl_algorithms(), "flow_grpo")
-
-    def test_the_preset_resolves_with_a_model_path(self, spec: AlgorithmSpec, registry: Registry) -> None:
-        """The suite's resolve test skips when the only model needs a path (sd3 does): give it one here."""
-        if registry.find("model", "sd3") is None or registry.find("reward", "jpeg_compressibility") is None:
-            pytest.skip("needs omni-rl-sd3 and omni-rl-rewards installed")
-        raw = {
-            "algorithm": {"name": spec.name},
-            "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
-            "reward": [{"name": "jpeg_compressibility"}],
-        }
-        config = resolve_config(raw, registry, source=f"preset {spec.name!r}")
-        for section in ("sampler", "advantage", "loss", "rollout"):
-            assert getattr(config.file, section).name == spec.defaults[section]["name"], section
 
 
 def test_every_component_has_a_suite() -> None:
