@@ -127,22 +127,26 @@ def save_trainable(module: Any, path: Path | None) -> None:
     _save_tensors({n: p for n, p in module.named_parameters() if p.requires_grad}, path)
 
 
-def load_trainable(module: Any, path: Path) -> None:
+def _load_named(targets: dict[str, Any], path: Path, what: str) -> None:
+    """Copy the tensors of a safetensors file into ``targets`` by name; both must hold exactly the same names."""
     from safetensors.torch import load_file
 
     from omni_rl.runtime.fsdp import copy_full_into
 
     tensors = load_file(str(path))
-    params = {n: p for n, p in module.named_parameters() if p.requires_grad}
-    missing = sorted(set(params) - set(tensors))
-    unexpected = sorted(set(tensors) - set(params))
+    missing = sorted(set(targets) - set(tensors))
+    unexpected = sorted(set(tensors) - set(targets))
     if missing or unexpected:
         raise ValueError(
-            f"checkpoint {path} does not match the model's trainable parameters "
+            f"checkpoint {path} does not match the model's {what} "
             f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
-    for name, param in params.items():
-        copy_full_into(param, tensors[name])
+    for name, target in targets.items():
+        copy_full_into(target, tensors[name])
+
+
+def load_trainable(module: Any, path: Path) -> None:
+    _load_named({n: p for n, p in module.named_parameters() if p.requires_grad}, path, "trainable parameters")
 
 
 def _frozen_lora(module: Any) -> dict[str, Any]:
@@ -160,23 +164,9 @@ def save_frozen_adapters(module: Any, path: Path | None) -> None:
 def load_frozen_adapters(module: Any, path: Path) -> bool:
     """Restore what :func:`save_frozen_adapters` wrote; False (nothing changed) when ``path`` does not exist,
     as in checkpoints of versions that did not save the extra adapters."""
-    from safetensors.torch import load_file
-
-    from omni_rl.runtime.fsdp import copy_full_into
-
     if not path.is_file():
         return False
-    tensors = load_file(str(path))
-    targets = _frozen_lora(module)
-    missing = sorted(set(targets) - set(tensors))
-    unexpected = sorted(set(tensors) - set(targets))
-    if missing or unexpected:
-        raise ValueError(
-            f"checkpoint {path} does not match the model's extra LoRA adapters "
-            f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
-        )
-    for name, target in targets.items():
-        copy_full_into(target, tensors[name])
+    _load_named(_frozen_lora(module), path, "extra LoRA adapters")
     return True
 
 
