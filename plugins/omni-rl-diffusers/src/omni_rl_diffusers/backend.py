@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl_diffusers.config import DiffusersRolloutConfig
+
+#: keeps the shared-x_T stream apart from other (seed, step, id)-keyed streams
+_SHARED_NOISE_SALT = 4_242
 
 
 class DiffusersRollout:
@@ -48,8 +52,9 @@ class DiffusersRollout:
             idx = list(range(start, min(start + cfg.batch_size, n)))
             generators = [torch.Generator().manual_seed(int(request.seeds[i])) for i in idx]
             if train and cfg.shared_initial_noise:
-                starts = [_group_generator(request, request.group_ids[i]) for i in idx]
-                x = _per_sample_randn(starts, latent_shape).to(model.device)
+                gids = [int(request.group_ids[i]) for i in idx]
+                starts = {g: _group_initial_noise(request, g, latent_shape) for g in dict.fromkeys(gids)}
+                x = torch.stack([starts[g] for g in gids]).to(model.device)
             else:
                 x = _per_sample_randn(generators, latent_shape).to(model.device)
             cond = conditioning.index(idx)
@@ -100,11 +105,12 @@ class DiffusersRollout:
         return encoded.index(torch.as_tensor([position[p] for p in prompts], dtype=torch.long))
 
 
-def _group_generator(request: RolloutRequest, group_id: int) -> torch.Generator:
-    """The generator of a group's shared x_T: a function of (run seed, step, group) alone, so it is the same on
+def _group_initial_noise(request: RolloutRequest, group_id: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """A group's shared x_T, drawn once: a function of (run seed, step, group) alone, so it is the same on
     whichever worker holds a sample of the group."""
-    seed = (request.run_seed * 1_000_003 + (request.step + 1) * 7_919 + group_id * 104_729) % 2**63
-    return torch.Generator().manual_seed(seed)
+    state = np.random.SeedSequence([request.run_seed, request.step + 1, group_id, _SHARED_NOISE_SALT]).generate_state(2)
+    generator = torch.Generator().manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)
+    return torch.randn(shape, generator=generator, dtype=torch.float32)
 
 
 def _per_sample_randn(generators: list[torch.Generator], shape: tuple[int, ...]) -> torch.Tensor:
