@@ -2,7 +2,7 @@
 
 A port bug (a flipped sign, advantages paired with the wrong samples, a log-prob of the wrong step) looks like slow
 learning in a training curve. This check separates the two: it averages the on-policy Flow-GRPO gradient
-(-mean Â·∇log π over the SDE window, the loss's gradient at ratio 1) over many rollout batches of a few fixed
+(the config's advantage and loss at ratio 1, over the SDE window) over many rollout batches of a few fixed
 prompts, then moves the LoRA weights a fixed distance along it and along its opposite, and scores each with
 many fixed-seed ODE samples. A correct gradient raises the reward one way and lowers it the other; it also tells
 how much reward one well-aimed step of a given size buys, which bounds what a noisy 32-image step can do.
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="markdown file to append the table to")
     args = parser.parse_args()
 
+    from omni_rl.batch import TrajectoryLossInputs
     from omni_rl.config import load_config
     from omni_rl.protocols import RolloutRequest
     from omni_rl.rewards import CombinedReward
@@ -52,6 +53,7 @@ def main() -> None:
     worker = PolicyWorker(config)
     rewards = CombinedReward(config.rewards, worker.ctx)
     group = worker.rollout.group_size
+    advantage = config.components["advantage"].build(worker.ctx)
     params = list(worker.model.trainable_parameters())
 
     def score(images: object, prompts: list[str]) -> torch.Tensor:
@@ -77,15 +79,16 @@ def main() -> None:
             prompts=prompts, group_ids=gids, seeds=seeds, step=k, mode="train", run_seed=config.run.seed
         )
         batch = worker.rollout.generate(worker.model, worker.sampler, request)
-        r = score(batch.images.numpy(), prompts).view(len(PROMPTS), group)
-        adv = ((r - r.mean(1, keepdim=True)) / (r.std(correction=0) + 1e-4)).view(-1)  # grpo, global std
+        adv = advantage(score(batch.images.numpy(), prompts), torch.as_tensor(gids))
         assert batch.trajectory is not None
         window = batch.trajectory.log_probs.shape[1]
         for p in params:
             p.grad = None
         for j in range(window):
-            step = worker.update_engine._step(batch, torch.arange(len(prompts)), j, grad=True)
-            (-(adv * step.log_prob).mean() / window).backward()
+            # the run's own loss at ratio 1: the old log-prob is the current one, detached
+            current = worker.update_engine._step(batch, torch.arange(len(prompts)), j, grad=True)
+            inputs = TrajectoryLossInputs(current=current, old_log_prob=current.log_prob.detach(), advantages=adv)
+            (worker.loss(inputs).loss / window).backward()
         for acc, p in zip(total, params, strict=True):
             acc += p.grad
     norm = torch.sqrt(sum((g**2).sum() for g in total))
