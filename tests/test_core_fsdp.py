@@ -88,16 +88,27 @@ def test_invalid_strategies_are_reported_with_their_path(
 
 
 def test_fsdp2_needs_even_prompt_shards(write_config: WriteConfig, toy_registry: Registry, tmp_path: Path) -> None:
-    from omni_rl.trainer import Trainer
-
+    """Checked with the config (so `omni-rl check` reports it), not when the run starts."""
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("a\nb\nc\n")
     text = TOY_CONFIG + f'\n[data]\ntrain = "{prompts}"\nprompts_per_step = 3\n\n[cluster]\nworkers = 2\n'
-    Trainer(load_config(write_config(text), registry=toy_registry))  # DDP: uneven shards are fine
-    fsdp = load_config(write_config(text + 'strategy = "fsdp2"\n'), registry=toy_registry)
+    load_config(write_config(text), registry=toy_registry)  # DDP: uneven shards are fine
     with pytest.raises(ConfigError) as caught:
-        Trainer(fsdp)
+        load_config(write_config(text + 'strategy = "fsdp2"\n'), registry=toy_registry)
     assert "prompts_per_step (3) to be a multiple of [cluster] workers (2)" in caught.value.message
+    assert "@ $.data.prompts_per_step" in caught.value.message
+
+
+def test_fewer_prompts_than_workers_is_a_config_error(write_config: WriteConfig, toy_registry: Registry) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(
+            write_config(TOY_CONFIG + "\n[data]\nprompts_per_step = 1\n\n[cluster]\nworkers = 2\n"),
+            registry=toy_registry,
+        )
+    assert _problems(caught.value) == [
+        "invalid value: prompts_per_step = 1 is fewer than [cluster] workers = 2: each worker samples whole prompt "
+        "groups, so use at least one prompt per worker per step @ $.data.prompts_per_step"
+    ]
     assert "@ $.data.prompts_per_step" in caught.value.message
 
 

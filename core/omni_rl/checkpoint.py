@@ -138,8 +138,7 @@ def _load_named(targets: dict[str, Any], path: Path, what: str) -> None:
     unexpected = sorted(set(tensors) - set(targets))
     if missing or unexpected:
         raise ValueError(
-            f"checkpoint {path} does not match the model's {what} "
-            f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+            f"checkpoint {path} does not match the model's {what} (missing {missing[:3]}, unexpected {unexpected[:3]})"
         )
     for name, target in targets.items():
         copy_full_into(target, tensors[name])

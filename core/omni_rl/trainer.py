@@ -68,20 +68,6 @@ class Trainer:
         self.advantage = components["advantage"].build(self.ctx)
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
-        if config.data.prompts_per_step < config.cluster.workers:
-            raise ConfigError(
-                f"[data] prompts_per_step = {config.data.prompts_per_step} is fewer than [cluster] workers = "
-                f"{config.cluster.workers}: each worker samples whole prompt groups @ $.data.prompts_per_step",
-                hint="use at least one prompt per worker per step",
-            )
-        cluster = config.cluster
-        if cluster.strategy == "fsdp2" and config.data.prompts_per_step % cluster.workers:
-            raise ConfigError(
-                f'[cluster] strategy = "fsdp2" needs [data] prompts_per_step ({config.data.prompts_per_step}) to be a '
-                f"multiple of [cluster] workers ({cluster.workers}): the sharded model's forwards are collective, so "
-                "every worker must sample the same number of prompt groups @ $.data.prompts_per_step",
-                hint=f'set prompts_per_step to a multiple of {cluster.workers}, or strategy = "ddp"',
-            )
 
     # -- one step -----------------------------------------------------------------------------------------
     def _score(self, images: np.ndarray, records: list[PromptRecord], prompts: list[str]) -> ScoredBatch:
@@ -207,28 +193,10 @@ class Trainer:
                     f"{group.size} policy worker(s) on {info['device']}: {info['trainable_parameters']:,} trainable "
                     "parameters"
                 )
-                if start.checkpoint is not None:
+                resumed = start.checkpoint is not None
+                if resumed:
                     group.call("load_state", str(start.checkpoint))
-                last_saved = first_step - 1
-                with MetricsLogger(
-                    run_dir, config.log.backends, config.run.steps, self.console, config=config.raw
-                ) as logger:
-                    logger.progress.update(logger.task, completed=first_step - 1)
-                    if config.run.eval_before_training and start.checkpoint is None:
-                        logger.log(0, self.validate(group, 0, run_dir, logger), advance=False)
-                    for step in range(first_step, config.run.steps + 1):
-                        metrics = self.train_step(group, step, run_dir, logger)
-                        if config.run.eval_every and step % config.run.eval_every == 0:
-                            metrics.update(self.validate(group, step, run_dir, logger))
-                        logger.log(step, metrics)
-                        healthy = self._track_skips(metrics, step, run_dir)
-                        due = (config.run.save_every and step % config.run.save_every == 0) or step == config.run.steps
-                        if healthy and (due or interrupt.requested):
-                            path = self.save_checkpoint(group, run_dir, step)
-                            last_saved = step
-                            logger.print(f"checkpoint: {path}")
-                        if interrupt.requested:
-                            break
+                last_saved = self._train_loop(group, run_dir, first_step, resumed, interrupt)
             finally:
                 # on success and on errors alike: no orphaned workers holding the cluster's resources
                 group.shutdown()
@@ -246,6 +214,31 @@ class Trainer:
         if grids:
             self.console.print(f"sample grids: {grids[0]} ... {grids[-1]}")
         return run_dir
+
+    def _train_loop(
+        self, group: WorkerGroup, run_dir: Path, first_step: int, resumed: bool, interrupt: InterruptGuard
+    ) -> int:
+        """Steps ``first_step``..``steps`` with validation, logging and checkpoints; returns the last saved step.
+        Stops after the step in which an interrupt was requested (that step is checkpointed)."""
+        config = self.config
+        last_saved = first_step - 1
+        with MetricsLogger(run_dir, config.log.backends, config.run.steps, self.console, config=config.raw) as logger:
+            logger.progress.update(logger.task, completed=first_step - 1)
+            if config.run.eval_before_training and not resumed:
+                logger.log(0, self.validate(group, 0, run_dir, logger), advance=False)
+            for step in range(first_step, config.run.steps + 1):
+                metrics = self.train_step(group, step, run_dir, logger)
+                if config.run.eval_every and step % config.run.eval_every == 0:
+                    metrics.update(self.validate(group, step, run_dir, logger))
+                logger.log(step, metrics)
+                healthy = self._track_skips(metrics, step, run_dir)
+                due = (config.run.save_every and step % config.run.save_every == 0) or step == config.run.steps
+                if healthy and (due or interrupt.requested):
+                    logger.print(f"checkpoint: {self.save_checkpoint(group, run_dir, step)}")
+                    last_saved = step
+                if interrupt.requested:
+                    break
+        return last_saved
 
     @staticmethod
     def resume_command(run_dir: Path) -> str:

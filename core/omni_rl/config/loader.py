@@ -77,6 +77,8 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     filled = _preset_filled(raw, merged, preset)
     chosen, component_problems = _resolve_components(merged, registry, conv, filled)
     problems += component_problems
+    if file is not None:
+        problems += _sharding_problems(file)
     if problems or file is None:
         raise ConfigError(_problems_message(source, _in_file_order(problems, raw)), hint=_hint(problems, registry))
     resolved = _resolved_components(file, chosen)
@@ -88,6 +90,24 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
         raw=final_raw,
         plugin_versions=[f"omni-rl=={core_version()}", *registry.plugin_versions()],
     )
+
+
+def _sharding_problems(file: TrainConfig) -> list[str]:
+    """Checks across [data] and [cluster]: a step's prompt groups are split whole over the workers."""
+    per_step, workers = file.data.prompts_per_step, file.cluster.workers
+    if per_step < workers:
+        return [
+            f"invalid value: prompts_per_step = {per_step} is fewer than [cluster] workers = {workers}: each worker "
+            "samples whole prompt groups, so use at least one prompt per worker per step @ $.data.prompts_per_step"
+        ]
+    if file.cluster.strategy == "fsdp2" and per_step % workers:
+        return [
+            f'invalid value: [cluster] strategy = "fsdp2" needs prompts_per_step ({per_step}) to be a multiple of '
+            f"[cluster] workers ({workers}): the sharded model's forwards are collective, so every worker must "
+            f'sample the same number of prompt groups; set a multiple of {workers}, or strategy = "ddp" '
+            "@ $.data.prompts_per_step"
+        ]
+    return []
 
 
 def structure_options(spec: ComponentSpec, options: Mapping[str, Any] | Any, path: str | None = None) -> Any:
