@@ -6,7 +6,7 @@ The loss is a forward-process loss, so the suite needs its inputs: a batch whose
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -68,7 +68,7 @@ class TestAWMLoss(LossConformance):
 
 
 class TestAWMAlgorithm(AlgorithmConformance):
-    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+    complete_with: ClassVar[dict[str, Any]] = {
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -85,7 +85,7 @@ class TestDiffusionNFTLoss(LossConformance):
 
 
 class TestDiffusionNFTAlgorithm(AlgorithmConformance):
-    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+    complete_with: ClassVar[dict[str, Any]] = {
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -122,7 +122,7 @@ class TestPreferencePairsRollout(RolloutConformance):
 
 
 class TestDPOAlgorithm(AlgorithmConformance):
-    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+    complete_with: ClassVar[dict[str, Any]] = {
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }
@@ -133,7 +133,7 @@ class TestDPOAlgorithm(AlgorithmConformance):
 
 
 class TestDPOOfflineAlgorithm(AlgorithmConformance):
-    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+    complete_with: ClassVar[dict[str, Any]] = {
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }

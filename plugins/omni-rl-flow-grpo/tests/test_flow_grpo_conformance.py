@@ -6,7 +6,7 @@ trips); running them here catches a component that drifts from it before a run d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from omni_rl_flow_grpo import hooks
@@ -130,7 +130,7 @@ class TestFlowGRPOLoss(LossConformance):
 
 
 class TestFlowGRPOAlgorithm(AlgorithmConformance):
-    complete_with = {  # noqa: RUF012 - the suite's ClassVar
+    complete_with: ClassVar[dict[str, Any]] = {
         "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
         "reward": [{"name": "jpeg_compressibility"}],
     }
