@@ -57,3 +57,41 @@ def test_batch_rendering() -> None:
     np.testing.assert_array_equal(batch[1], r.render("three green triangles", 32, 6))
     with pytest.raises(ValueError):
         r.render("a red circle", size=8)
+
+
+def test_stray_rate_zero_is_the_plain_render() -> None:
+    for seed in range(5):
+        np.testing.assert_array_equal(
+            r.render_with_stray("two blue squares", 32, seed, 0.0), r.render("two blue squares", 32, seed)
+        )
+
+
+def test_a_stray_is_one_extra_smaller_object_of_a_named_color() -> None:
+    from omni_rl_shapes.segment import components
+
+    prompt = "a green triangle left of a yellow circle"
+    for seed in range(10):
+        plain = components(r.render(prompt, 32, seed), threshold=110.0, min_area=10)
+        stray = components(r.render_with_stray(prompt, 32, seed, 1.0), threshold=110.0, min_area=10)
+        assert len(stray) == len(plain) + 1
+        assert {c.color for c in stray} == {"green", "yellow"}
+        extra = min(stray, key=lambda c: c.area)
+        assert extra.area < min(c.area for c in plain)
+
+
+def test_strays_cost_the_verifier_and_the_rate_is_honoured() -> None:
+    from omni_rl_shapes import read_prompts
+    from omni_rl_shapes.verify import verify
+
+    prompts = read_prompts("val")
+    with_stray = [verify(r.render_with_stray(p, 32, i, 1.0), p).score for i, p in enumerate(prompts)]
+    assert np.mean(with_stray) < 0.35  # the extra object breaks the count: 0 alone, half of a relation
+    changed = [
+        not np.array_equal(r.render_with_stray(p, 32, i, 0.5), r.render(p, 32, i)) for i, p in enumerate(prompts * 4)
+    ]
+    assert 0.35 < np.mean(changed) < 0.65
+
+
+def test_stray_rate_outside_zero_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\], got 1.5"):
+        r.render_with_stray("a red circle", 32, 0, 1.5)

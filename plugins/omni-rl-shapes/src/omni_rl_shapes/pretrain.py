@@ -38,7 +38,7 @@ from omni_rl_shapes import read_prompts
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings, val_reward
 from omni_rl_shapes.flow_matching import FlowMatchingTrainer, FlowTraining
 from omni_rl_shapes.pretrain_vae import VAETraining, calibrate_latents, encode, train_vae
-from omni_rl_shapes.render import render
+from omni_rl_shapes.render import render, render_with_stray
 from omni_rl_shapes.verify import verify
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "pretrained"
@@ -148,6 +148,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--target-high", type=float, default=0.55)
     parser.add_argument("--samples-dir", type=Path, default=None, help="save each evaluation's images here")
     parser.add_argument("--max-minutes", type=float, default=120.0, help="safety cap on wall time")
+    parser.add_argument(
+        "--stray-rate",
+        type=float,
+        default=0.0,
+        help="fraction of training scenes that also show one small object the caption leaves out",
+    )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="continue from this pretrained pipeline (its VAE, encoders and transformer; no VAE stage)",
+    )
     return parser.parse_args(argv)
 
 
@@ -191,9 +203,14 @@ def _trainer(run: _Run, pipe: Any, flow: FlowTraining, size: int, max_sequence_l
     prompts = read_prompts("train")
     per_prompt = run.args.images_per_prompt
     scenes = [p for p in prompts for _ in range(per_prompt)]
-    latents = encode(pipe.vae, np.stack([render(p, size, 1_000_000 + i) for i, p in enumerate(scenes)]))
+    rate = run.args.stray_rate
+    images = np.stack([render_with_stray(p, size, 1_000_000 + i, rate) for i, p in enumerate(scenes)])
+    latents = encode(pipe.vae, images)
     embeds, pooled = _encode_prompts(pipe, [*prompts, ""], max_sequence_length)
-    run.log(f"data: {len(scenes)} scenes of {len(prompts)} train prompts, latents {tuple(latents.shape[1:])}")
+    run.log(
+        f"data: {len(scenes)} scenes of {len(prompts)} train prompts (stray-object rate {rate}), "
+        f"latents {tuple(latents.shape[1:])}"
+    )
     return FlowMatchingTrainer(
         pipe.transformer,
         latents,
@@ -257,6 +274,8 @@ def _record(
             "images_per_prompt": args.images_per_prompt,
             "train_prompts": len(read_prompts("train")),
         },
+        "stray_rate": args.stray_rate,
+        "init_from": _init_record(args.init_from),
         "target_band": [args.target_low, args.target_high],
         "evals": run.evals,
         "sampling": attrs.asdict(sampling),
@@ -264,6 +283,15 @@ def _record(
         "versions": {"torch": torch.__version__, "diffusers": diffusers.__version__},
         "machine": platform.processor() or platform.machine(),
     }
+
+
+def _init_record(init_from: Path | None) -> dict[str, Any] | None:
+    """The record of the pipeline a continued run started from (its own command, steps and evaluations)."""
+    if init_from is None:
+        return None
+    record_file = init_from / RECORD_FILE
+    record = json.loads(record_file.read_text(encoding="utf-8")) if record_file.exists() else {}
+    return {"path": str(init_from)} | record
 
 
 def _save(run: _Run, pipe: Any, built: Path, record: dict[str, Any]) -> None:
@@ -298,9 +326,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
     try:
-        built = build_tiny_sd3_pipeline(staging / "pipeline", seed=args.seed, **attrs.asdict(shape))
-        pipe = _load(built)
-        _prepare_vae(run, pipe, VAETraining(steps=args.vae_steps), rng, shape.image_size)
+        if args.init_from is None:
+            built = build_tiny_sd3_pipeline(staging / "pipeline", seed=args.seed, **attrs.asdict(shape))
+            pipe = _load(built)
+            _prepare_vae(run, pipe, VAETraining(steps=args.vae_steps), rng, shape.image_size)
+        else:  # continue: the same VAE, encoders and transformer, a fresh optimizer
+            built = Path(shutil.copytree(args.init_from, staging / "pipeline"))
+            (built / RECORD_FILE).unlink(missing_ok=True)
+            pipe = _load(built)
+            run.vae = _init_record(args.init_from).get("vae", {})
         trainer = _trainer(run, pipe, flow, shape.image_size, sampling.max_sequence_length)
         _train_until_band(run, trainer, pipe, sampling)
         _save(run, pipe, built, _record(run, argv, shape, flow, sampling))
