@@ -29,6 +29,13 @@ def test_record_says_how_it_was_trained() -> None:
     assert record["command"].startswith("python -m omni_rl_shapes.pretrain")
     assert {"seed", "wall_time_s", "transformer", "vae", "sampling", "val", "evals"} <= set(record)
     assert record["transformer"]["steps"] > 0
+    # each continued stage names the one it started from, back to the from-scratch stage with the VAE recipe
+    stage, stages = record, 1
+    while stage.get("init_from"):
+        stage, stages = stage["init_from"], stages + 1
+        assert stage["command"].startswith("python -m omni_rl_shapes.pretrain")
+    assert stage["vae"]["val_reconstruction_reward"] >= 0.99
+    assert 0.0 < record["stray_rate"] < 1.0 and stages == 3
     marker = json.loads((path / "omni_rl_tiny.json").read_text())
     assert marker["random_weights"] is False and marker["record"] == RECORD_FILE
 
