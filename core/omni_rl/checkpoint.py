@@ -116,10 +116,10 @@ def _fsync_tree(root: Path) -> None:
 def _save_tensors(tensors: dict[str, Any], path: Path | None) -> None:
     from safetensors.torch import save_file
 
-    from omni_rl.runtime.fsdp import full_tensor
+    from omni_rl.runtime.fsdp import gather_state
 
-    gathered = {name: full_tensor(t) for name, t in tensors.items()}
-    if path is not None:
+    gathered = gather_state(tensors, keep=path is not None)
+    if gathered is not None and path is not None:
         save_file(gathered, str(path))
 
 

@@ -52,13 +52,15 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().cpu().contiguous()
 
 
-def gather_state(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
-    """Full CPU copies of ``tensors`` for writing; None in the processes that do not write (ranks > 0).
+def gather_state(tensors: Mapping[str, torch.Tensor], keep: bool | None = None) -> dict[str, torch.Tensor] | None:
+    """Full CPU copies of ``tensors`` for writing; None in the processes that do not write.
 
+    ``keep`` says whether this process writes; by default rank 0 of the worker group does (:func:`writes_files`).
     Collective when any tensor is sharded: every worker calls it with the same names in the same order. Tensors
-    are gathered one at a time, and ranks > 0 drop each copy at once, so the peak is one whole tensor there.
+    are gathered one at a time, and the processes that do not write drop each copy at once, so the peak there is
+    one whole tensor.
     """
-    keep = writes_files()
+    keep = writes_files() if keep is None else keep
     out: dict[str, torch.Tensor] = {}
     for name, tensor in tensors.items():
         full = full_tensor(tensor)

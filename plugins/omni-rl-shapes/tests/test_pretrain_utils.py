@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from omni_rl_shapes.pretrain import choose_checkpoint
+from omni_rl_shapes.pretrain import choose_checkpoint, parse_args
 
 
 def test_sigmas_follow_sd3s_shifted_logit_normal() -> None:
@@ -31,3 +33,15 @@ def test_sigmas_follow_sd3s_shifted_logit_normal() -> None:
 )
 def test_stop_rule(scores: list[float], expected: int | None) -> None:
     assert choose_checkpoint(scores, 0.35, 0.55) == expected
+
+
+def test_bad_stray_rate_and_init_dir_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(["--stray-rate", "1.5"])
+    assert exit_info.value.code == 2
+    assert "--stray-rate must be between 0 and 1, got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--init-from", str(tmp_path)])
+    assert f"--init-from {tmp_path} is not a pipeline directory (no model_index.json)" in capsys.readouterr().err
+    assert parse_args(["--stray-rate", "0.4"]).stray_rate == 0.4

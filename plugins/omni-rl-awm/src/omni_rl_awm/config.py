@@ -12,6 +12,7 @@ from typing import Any, Literal
 import attrs
 
 from omni_rl.validators import (
+    fraction,
     is_finite_number,
     non_negative_finite,
     optional_positive_finite,
@@ -37,8 +38,7 @@ def _time_range(instance: Any, attribute: attrs.Attribute, value: tuple[float, .
 
 
 def _schedule_fraction(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (is_finite_number(value) and 0.0 < value <= 1.0):
-        raise ValueError(f"schedule_fraction must be in (0, 1], got {value!r}")
+    fraction(instance, attribute, value)
     first = 1 if instance.schedule_skip_first else 0
     last = int(instance.schedule_steps * value)
     if last <= first:

@@ -48,13 +48,14 @@ class DiffusersRollout:
 
         finals, images, records = [], [], []
         n = len(request.prompts)
+        shared = None
+        if train and cfg.shared_initial_noise:  # one x_T per group, whichever batch its samples fall in
+            shared = {g: _group_initial_noise(request, g, latent_shape) for g in dict.fromkeys(request.group_ids)}
         for start in range(0, n, cfg.batch_size):
             idx = list(range(start, min(start + cfg.batch_size, n)))
             generators = [torch.Generator().manual_seed(int(request.seeds[i])) for i in idx]
-            if train and cfg.shared_initial_noise:
-                gids = [int(request.group_ids[i]) for i in idx]
-                starts = {g: _group_initial_noise(request, g, latent_shape) for g in dict.fromkeys(gids)}
-                x = torch.stack([starts[g] for g in gids]).to(model.device)
+            if shared is not None:
+                x = torch.stack([shared[request.group_ids[i]] for i in idx]).to(model.device)
             else:
                 x = _per_sample_randn(generators, latent_shape).to(model.device)
             cond = conditioning.index(idx)

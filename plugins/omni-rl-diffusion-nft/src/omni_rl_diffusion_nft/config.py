@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from omni_rl.validators import fraction, int_at_least, non_negative_finite, positive_finite
+from omni_rl.validators import fraction, non_negative_finite, non_negative_int, positive_finite, positive_int
 
 RewardMode = Literal["all", "positive_only", "negative_only", "one_only", "binary"]
 REWARD_MODES: tuple[str, ...] = ("all", "positive_only", "negative_only", "one_only", "binary")
@@ -66,12 +66,12 @@ class DiffusionNFTLossConfig:
     refresh: Refresh = attrs.field(default="update", validator=attrs.validators.in_(REFRESHES))
     #: length of the sampling schedule whose sigmas are the training timesteps (the model's own shifted schedule
     #: for this many steps); the reference trains on its rollout schedule, so keep it equal to [rollout] steps
-    num_steps: int = attrs.field(default=10, validator=int_at_least(1))
+    num_steps: int = attrs.field(default=10, validator=positive_int)
     #: trained timesteps per sample = int(num_steps × timestep_fraction), distinct, drawn per epoch (0.99 in the
     #: reference: 9 of 10)
     timestep_fraction: float = attrs.field(default=0.99, converter=float, validator=fraction)
     #: an explicit count of trained timesteps per sample instead of the fraction (0: use the fraction)
-    timesteps: int = attrs.field(default=0, validator=[int_at_least(0), _trained_timesteps_fit])
+    timesteps: int = attrs.field(default=0, validator=[non_negative_int, _trained_timesteps_fit])
 
     @property
     def train_timesteps(self) -> int:

@@ -10,7 +10,11 @@
    the required [0.3, 0.6] so the shipped number has margin): a base model that is clearly learning but
    leaves RL room to improve, like SD3.5-Medium's 0.63 on GenEval. If one evaluation jumps past the band,
    the evaluated checkpoint closest to the band's middle is kept.
-5. Save the pipeline (the builder's directory, with the trained VAE and transformer) and a JSON record of
+5. Optionally continue from a pretrained pipeline (``--init-from``: its VAE, encoders and transformer, no VAE
+   stage) on scenes where a share of the images (``--stray-rate``) also show one small object the caption leaves
+   out (:func:`render.render_with_stray`): the shipped model's last two stages, which teach it to over-count the
+   way web-caption-trained models do, a habit CFG cannot remove and RL can.
+6. Save the pipeline (the builder's directory, with the trained VAE and transformer) and a JSON record of
    everything needed to reproduce and re-measure it, then swap it into ``--out`` atomically.
 
 Runs on one CPU thread by default (the benchmark's machines are shared); the whole run is deterministic for a
@@ -160,7 +164,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="continue from this pretrained pipeline (its VAE, encoders and transformer; no VAE stage)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.stray_rate <= 1.0:
+        parser.error(f"--stray-rate must be between 0 and 1, got {args.stray_rate}")
+    if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
+        parser.error(f"--init-from {args.init_from} is not a pipeline directory (no model_index.json)")
+    return args
 
 
 @attrs.define

@@ -115,10 +115,7 @@ def draw(placed: Sequence[Placed], size: int) -> np.ndarray:
 
 def render(prompt_or_scene: str | Scene, size: int = 32, seed: int = 0) -> np.ndarray:
     """An image of the prompt: uint8 (size, size, 3). Same prompt, size and seed give the same image."""
-    if size < 16:
-        raise ValueError(f"size must be at least 16 px, got {size}")
-    scene = parse_prompt(prompt_or_scene) if isinstance(prompt_or_scene, str) else prompt_or_scene
-    return draw(layout(scene, np.random.default_rng(seed)), size)
+    return render_with_stray(prompt_or_scene, size, seed, rate=0.0)
 
 
 def add_stray(placed: Sequence[Placed], rng: np.random.Generator) -> list[Placed] | None:
@@ -146,6 +143,8 @@ def render_with_stray(prompt_or_scene: str | Scene, size: int = 32, seed: int = 
     CFG cannot remove (the stray is independent of the caption given the scene) and RL can. With ``rate = 0``
     the image is exactly ``render``'s; a stray is skipped when the layout leaves no free spot for it.
     """
+    if size < 16:
+        raise ValueError(f"size must be at least 16 px, got {size}")
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"rate must be in [0, 1], got {rate}")
     scene = parse_prompt(prompt_or_scene) if isinstance(prompt_or_scene, str) else prompt_or_scene
