@@ -70,20 +70,36 @@ def write_report(path: Path, rows: dict[str, dict[str, object]]) -> None:
         "| algorithm | config | base val | final val | steps | step to +0.1 | s to +0.1 | step to +0.2 | s to +0.2 |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, r in rows.items():
-        lines.append(
-            f"| {name} | `{CONFIGS[name]}` | {fmt(r['base'])} | {fmt(r['final'])} | {r['steps']} "
-            f"| {fmt(r['step_0.1'])} | {fmt(r['s_0.1'], '.0f')} | {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} |"
-        )
-    section = "\n".join(lines) + "\n"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     start = text.find("## Convergence on shapes")
+    end = text.find("\n## ", start + 1) if start >= 0 else -1
+    old_section = text[start : end if end >= 0 else len(text)] if start >= 0 else ""
+    kept = _kept_rows(old_section, rows)
+    for name in CONFIGS:
+        if name in rows:
+            r = rows[name]
+            lines.append(
+                f"| {name} | `{CONFIGS[name]}` | {fmt(r['base'])} | {fmt(r['final'])} | {r['steps']} "
+                f"| {fmt(r['step_0.1'])} | {fmt(r['s_0.1'], '.0f')} | {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} |"
+            )
+        elif name in kept:
+            lines.append(kept[name])
+    section = "\n".join(lines) + "\n"
     if start >= 0:
-        end = text.find("\n## ", start + 1)
         text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text)
+
+
+def _kept_rows(section: str, fresh: dict[str, dict[str, object]]) -> dict[str, str]:
+    """Table rows of algorithms not re-run this time (``--only``), kept as they were rather than dropped."""
+    kept = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells and cells[0] in CONFIGS and cells[0] not in fresh:
+            kept[cells[0]] = line
+    return kept
 
 
 def main() -> None:
@@ -91,15 +107,17 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--only", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--set", action="append", default=[], help="extra overrides for every run")
+    parser.add_argument("--keep", help="write the run directories here (kept) instead of a temporary directory")
     args = parser.parse_args()
     extra = [a for s in args.set for a in ("--set", s)]
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(args.keep) if args.keep else Path(tmp)
         for name in args.only:
             if not (ROOT / CONFIGS[name]).exists():
                 print(f"skipping {name}: {CONFIGS[name]} does not exist")
                 continue
-            rows[name] = run(name, CONFIGS[name], Path(tmp), extra)
+            rows[name] = run(name, CONFIGS[name], workdir, extra)
             print(name, rows[name], flush=True)
     write_report(Path(args.out), rows)
 
