@@ -17,7 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from report import replace_section, section_of
+
 ROOT = Path(__file__).parents[1]
+HEADING = "## Convergence on shapes (`nox -s convergence`)"
 CONFIGS = {
     "flow_grpo": "docs/examples/quickstart.toml",
     "dpo": "docs/examples/shapes_dpo.toml",
@@ -61,7 +64,7 @@ def fmt(value: object, spec: str = ".3f") -> str:
 def write_report(path: Path, rows: dict[str, dict[str, object]]) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} CPU threads, Python {platform.python_version()}"
     lines = [
-        "## Convergence on shapes (`nox -s convergence`)",
+        HEADING,
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {machine}; each example config as is, fixed seeds.",
         "Val reward: ODE sampling with fixed seeds on the held-out val prompts. Seconds are training wall-clock",
@@ -70,11 +73,7 @@ def write_report(path: Path, rows: dict[str, dict[str, object]]) -> None:
         "| algorithm | config | base val | final val | steps | step to +0.1 | s to +0.1 | step to +0.2 | s to +0.2 |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = text.find("## Convergence on shapes")
-    end = text.find("\n## ", start + 1) if start >= 0 else -1
-    old_section = text[start : end if end >= 0 else len(text)] if start >= 0 else ""
-    kept = _kept_rows(old_section, rows)
+    kept = _kept_rows(section_of(path.read_text() if path.exists() else "", HEADING), rows)
     for name in CONFIGS:
         if name in rows:
             r = rows[name]
@@ -84,21 +83,16 @@ def write_report(path: Path, rows: dict[str, dict[str, object]]) -> None:
             )
         elif name in kept:
             lines.append(kept[name])
-    section = "\n".join(lines) + "\n"
-    if start >= 0:
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.write_text(text)
+    replace_section(path, HEADING, "\n".join(lines))
 
 
 def _kept_rows(section: str, fresh: dict[str, dict[str, object]]) -> dict[str, str]:
     """Table rows of algorithms not re-run this time (``--only``), kept as they were rather than dropped."""
     kept = {}
     for line in section.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and cells and cells[0] in CONFIGS and cells[0] not in fresh:
-            kept[cells[0]] = line
+        name = line.strip().strip("|").split("|")[0].strip()
+        if line.startswith("| ") and name in CONFIGS and name not in fresh:
+            kept[name] = line
     return kept
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from report import replace_section
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -241,16 +242,7 @@ def write_report(path: Path, rows: list[tuple[str, dict[str, float]]], scaling: 
     ]
     for workers, seconds in scaling.items():
         lines.append(f"| {workers} | {seconds:.2f} | {scaling[1] / seconds:.2f}x |")
-    section = "\n".join(lines) + "\n"
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    start = text.find("## Framework overhead")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + ("\n" + text[end + 1 :] if end >= 0 else "")
-    else:
-        text = text.rstrip() + "\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    replace_section(path, "## Framework overhead", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ ROOT = Path(__file__).parents[2]
 QUICKSTART = ROOT / "docs" / "examples" / "quickstart.toml"
 
 
-def _convergence_module() -> ModuleType:
+def _convergence_module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # as `python benchmarks/convergence.py` has it
     spec = importlib.util.spec_from_file_location("omni_rl_convergence", ROOT / "benchmarks" / "convergence.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -62,8 +63,8 @@ def test_quickstart_writes_what_the_readme_promises(quickstart_run: Path) -> Non
     assert (quickstart_run / "reward_curve.png").is_file()
 
 
-def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path) -> None:
-    convergence = _convergence_module()
+def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    convergence = _convergence_module(monkeypatch)
     summary = convergence.summarize(quickstart_run / "metrics.jsonl")
     assert summary["steps"] == 2
     assert 0.0 <= summary["base"] <= 1.0 and 0.0 <= summary["final"] <= 1.0
@@ -77,3 +78,11 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path) ->
     # a second report replaces the section instead of appending another
     convergence.write_report(report, {"flow_grpo": summary})
     assert report.read_text().count("## Convergence on shapes") == 1
+    # a report of one algorithm (`--only`) keeps the other algorithms' rows, and the sections after it
+    text = report.read_text().replace("| flow_grpo |", "| dpo |", 1) + "\n## Later\n\nafter\n"
+    report.write_text(text)
+    convergence.write_report(report, {"flow_grpo": summary})
+    text = report.read_text()
+    assert "| dpo | `docs/examples/quickstart.toml` |" in text and "| flow_grpo |" in text
+    assert text.index("| flow_grpo |") < text.index("| dpo |")
+    assert "\n\n## Later\n\nafter\n" in text

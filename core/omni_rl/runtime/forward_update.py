@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import Any
 
-import numpy as np
 import torch
 
 from omni_rl.batch import ForwardLossInputs, RolloutBatch
@@ -22,6 +21,7 @@ from omni_rl.protocols import DiffusionModel, Loss
 from omni_rl.runtime.sharding import Shard, pack
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
 from omni_rl.schema import OptimConfig
+from omni_rl.seeding import keyed_generator
 
 
 def sample_generators(
@@ -29,11 +29,7 @@ def sample_generators(
 ) -> list[torch.Generator]:
     """One generator per sample, keyed by its global id: draws do not depend on batching or worker count.
     ``salt`` separates independent streams for the same (sample, timestep index)."""
-    out = []
-    for i in sample_ids:
-        state = np.random.SeedSequence([seed, step, epoch, i, k, salt]).generate_state(2)
-        out.append(torch.Generator().manual_seed(int(state[0]) << 31 | int(state[1]) >> 1))
-    return out
+    return [keyed_generator(seed, step, epoch, i, k, salt) for i in sample_ids]
 
 
 def view_context(model: DiffusionModel, view: str) -> Any:

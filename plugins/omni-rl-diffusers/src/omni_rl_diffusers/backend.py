@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
+from omni_rl.seeding import keyed_generator
 from omni_rl_diffusers.config import DiffusersRolloutConfig
 
 #: keeps the shared-x_T stream apart from other (seed, step, id)-keyed streams
@@ -109,8 +109,7 @@ class DiffusersRollout:
 def _group_initial_noise(request: RolloutRequest, group_id: int, shape: tuple[int, ...]) -> torch.Tensor:
     """A group's shared x_T, drawn once: a function of (run seed, step, group) alone, so it is the same on
     whichever worker holds a sample of the group."""
-    state = np.random.SeedSequence([request.run_seed, request.step + 1, group_id, _SHARED_NOISE_SALT]).generate_state(2)
-    generator = torch.Generator().manual_seed(int(state[0]) << 31 | int(state[1]) >> 1)
+    generator = keyed_generator(request.run_seed, request.step + 1, group_id, _SHARED_NOISE_SALT)
     return torch.randn(shape, generator=generator, dtype=torch.float32)
 
 

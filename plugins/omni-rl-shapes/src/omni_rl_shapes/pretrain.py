@@ -179,6 +179,8 @@ class _Run:
     args: argparse.Namespace
     started: float = attrs.field(factory=time.monotonic)
     vae: dict[str, Any] = attrs.field(factory=dict)
+    #: the record of the pipeline this run continues (``--init-from``), read once
+    init: dict[str, Any] | None = None
     evals: list[dict[str, Any]] = attrs.field(factory=list)
     snapshots: list[dict[str, Any]] = attrs.field(factory=list)
     chosen: int = -1
@@ -284,7 +286,7 @@ def _record(
             "train_prompts": len(read_prompts("train")),
         },
         "stray_rate": args.stray_rate,
-        "init_from": _init_record(args.init_from),
+        "init_from": run.init,
         "target_band": [args.target_low, args.target_high],
         "evals": run.evals,
         "sampling": attrs.asdict(sampling),
@@ -343,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             built = Path(shutil.copytree(args.init_from, staging / "pipeline"))
             (built / RECORD_FILE).unlink(missing_ok=True)
             pipe = _load(built)
-            run.vae = _init_record(args.init_from).get("vae", {})
+            run.init = _init_record(args.init_from)
+            run.vae = run.init.get("vae", {})
         trainer = _trainer(run, pipe, flow, shape.image_size, sampling.max_sequence_length)
         _train_until_band(run, trainer, pipe, sampling)
         _save(run, pipe, built, _record(run, argv, shape, flow, sampling))

@@ -1,0 +1,29 @@
+"""docs/benchmarks.md is shared by several benchmark scripts: each rewrites only its own `## ` section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def section_of(text: str, heading: str) -> str:
+    """The section that starts with ``heading`` (up to the next `## ` heading), or "" when there is none."""
+    start = text.find(heading)
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    """Write ``section`` (starting with ``heading``) in place of the old one, or append it; the rest is kept."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    old = section_of(text, heading)
+    body = section.rstrip() + "\n"
+    if old:
+        start = text.find(heading)
+        rest = text[start + len(old) :]
+        text = text[:start] + body + ("\n" + rest.lstrip("\n") if rest else "")
+    else:
+        text = text.rstrip() + "\n\n" + body
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
