@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +24,27 @@ def test_a_dead_worker_is_named_with_the_resume_command(tiny_sd3: Path, tmp_path
     )
     group = WorkerGroup(config, lambda: "resume with: omni-rl run x --set run.resume=auto")
     try:
-        ray.kill(group.actors[0])
+        # SIGKILL the worker's process (what an OOM kill or a lost node does) and wait until it is gone:
+        # ray.kill is asynchronous, and a call racing it can still be served by the live actor.
+        pid = group.infos[0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        _wait_until_dead(pid)
         with pytest.raises(RuntimeFailure, match="policy worker 0 died while ready") as excinfo:
             group.call("ready")
         assert "--set run.resume=auto" in str(excinfo.value)
     finally:
         ray.util.remove_placement_group(group.placement)
+
+
+def _wait_until_dead(pid: int, timeout_s: float = 30.0) -> None:
+    """Until the process no longer runs (gone, or a zombie its parent has not reaped yet)."""
+    deadline = time.monotonic() + timeout_s
+    status = Path(f"/proc/{pid}/status")
+    while time.monotonic() < deadline:
+        try:
+            if "State:\tZ" in status.read_text():
+                return
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"worker process {pid} still runs {timeout_s} s after SIGKILL")
