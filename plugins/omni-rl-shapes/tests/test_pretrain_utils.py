@@ -45,3 +45,22 @@ def test_bad_stray_rate_and_init_dir_are_usage_errors(tmp_path: Path, capsys: py
         parse_args(["--init-from", str(tmp_path)])
     assert f"--init-from {tmp_path} is not a pipeline directory (no model_index.json)" in capsys.readouterr().err
     assert parse_args(["--stray-rate", "0.4"]).stray_rate == 0.4
+
+
+def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:
+    from omni_rl_shapes.flow_matching import FlowTraining, lr_factor
+
+    constant = FlowTraining(warmup_steps=10)
+    assert [lr_factor(s, constant) for s in (0, 4, 9, 500)] == pytest.approx([0.1, 0.5, 1.0, 1.0])
+    annealed = FlowTraining(warmup_steps=10, cosine_decay_steps=100)
+    # step 4: warmup 0.5 x cos factor (1 + cos(pi 0.04)) / 2 = 0.99606; step 50: halfway; step 100 and on: 0
+    assert lr_factor(4, annealed) == pytest.approx(0.5 * 0.996057, rel=1e-5)
+    assert lr_factor(50, annealed) == pytest.approx(0.5)
+    assert lr_factor(75, annealed) == pytest.approx(0.146447, rel=1e-5)
+    assert lr_factor(100, annealed) == 0.0
+    assert lr_factor(120, annealed) == 0.0
+
+
+def test_cosine_decay_flag_spans_the_run() -> None:
+    assert parse_args(["--steps", "1500", "--cosine-decay"]).cosine_decay
+    assert not parse_args([]).cosine_decay

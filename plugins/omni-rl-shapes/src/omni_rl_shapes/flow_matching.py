@@ -14,6 +14,7 @@ samples with them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +29,9 @@ class FlowTraining:
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.99)
     warmup_steps: int = 100
+    #: 0: constant learning rate after warmup; N: cosine decay to 0 at step N (an annealing stage: a model whose
+    #: val reward plateaus at a constant rate gains from settling into the minimum)
+    cosine_decay_steps: int = 0
     grad_clip: float = 1.0
     #: fraction of samples trained with the empty prompt (for classifier-free guidance)
     cfg_dropout: float = 0.1
@@ -45,6 +49,16 @@ def sample_sigmas(n: int, settings: FlowTraining, shift: float, generator: Any) 
     u = torch.randn(n, generator=generator) * settings.logit_std + settings.logit_mean
     t = torch.sigmoid(u)
     return shift * t / (1 + (shift - 1) * t)
+
+
+def lr_factor(step: int, settings: FlowTraining) -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based): linear warmup, then constant
+    or a cosine decay that reaches 0 at ``cosine_decay_steps``."""
+    warmup = min(1.0, (step + 1) / max(1, settings.warmup_steps))
+    if settings.cosine_decay_steps <= 0:
+        return warmup
+    progress = min(1.0, step / settings.cosine_decay_steps)
+    return warmup * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 class FlowMatchingTrainer:
@@ -78,9 +92,7 @@ class FlowMatchingTrainer:
         self.optimizer = torch.optim.AdamW(
             transformer.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=settings.betas
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup_steps))
-        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: lr_factor(step, settings))
         self.steps_done = 0
         self._ema = [p.detach().clone() for p in transformer.parameters()]
 

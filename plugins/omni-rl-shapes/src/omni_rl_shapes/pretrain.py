@@ -144,6 +144,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--vae-steps", type=int, default=VAETraining().steps)
     parser.add_argument("--batch-size", type=int, default=FlowTraining().batch_size)
     parser.add_argument("--lr", type=float, default=FlowTraining().lr)
+    parser.add_argument(
+        "--cosine-decay",
+        action="store_true",
+        help="decay the learning rate to 0 over --steps along a cosine (an annealing stage)",
+    )
     parser.add_argument("--ema-decay", type=float, default=FlowTraining().ema_decay)
     parser.add_argument("--images-per-prompt", type=int, default=48, help="rendered scenes per train prompt")
     parser.add_argument("--eval-every", type=int, default=200)
@@ -332,7 +337,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     shape, sampling = ModelShape(), SamplingSettings()
-    flow = FlowTraining(batch_size=args.batch_size, lr=args.lr, ema_decay=args.ema_decay)
+    flow = FlowTraining(
+        batch_size=args.batch_size,
+        lr=args.lr,
+        ema_decay=args.ema_decay,
+        cosine_decay_steps=args.steps if args.cosine_decay else 0,
+    )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
