@@ -4,7 +4,8 @@
    images: 2x VAE, 16x16x16 latents, 64 image tokens; offline tokenizers; frozen random text encoders).
 2. Train its VAE into an autoencoder of rendered scenes (:mod:`pretrain_vae`).
 3. Train the transformer (all weights) with SD3's rectified-flow objective (:mod:`flow_matching`) on rendered
-   scenes of the *train* prompts.
+   scenes of the *train* prompts (``--cosine-decay``: decay the learning rate to 0 over the run, an annealing
+   stage for a model that has plateaued at a constant rate).
 4. Every ``--eval-every`` steps sample the *val* prompts with the pipeline itself (:mod:`evaluate`) and score
    them with the verifier. Stop at the first evaluation inside the target band (default [0.35, 0.55], inside
    the required [0.3, 0.6] so the shipped number has margin): a base model that is clearly learning but
@@ -12,7 +13,7 @@
    the evaluated checkpoint closest to the band's middle is kept.
 5. Optionally continue from a pretrained pipeline (``--init-from``: its VAE, encoders and transformer, no VAE
    stage) on scenes where a share of the images (``--stray-rate``) also show one small object the caption leaves
-   out (:func:`render.render_with_stray`): the shipped model's last two stages, which teach it to over-count the
+   out (:func:`render.render_with_stray`): the shipped model's last stage, which teaches it to over-count the
    way web-caption-trained models do, a habit CFG cannot remove and RL can.
 6. Save the pipeline (the builder's directory, with the trained VAE and transformer) and a JSON record of
    everything needed to reproduce and re-measure it, then swap it into ``--out`` atomically.
