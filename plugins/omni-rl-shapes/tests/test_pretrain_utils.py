@@ -29,6 +29,10 @@ def test_sigmas_follow_sd3s_shifted_logit_normal() -> None:
         ([0.1, 0.31, 0.57], 2),  # jumped past 0.55 but inside the required band: closest to 0.45 wins
         ([0.1, 0.33, 0.7], 1),  # jumped past the required band: fall back to the closest inside it
         ([0.1, 0.2, 0.9], 1),  # nothing inside: closest to the middle overall
+        ([0.7], None),  # above the band from the start (a stray-object stage): train on while it falls
+        ([0.7, 0.62], None),
+        ([0.7, 0.62, 0.5], 2),  # fell into the band
+        ([0.7, 0.58, 0.2], 1),  # fell past it: closest to 0.45 inside the required band
     ],
 )
 def test_stop_rule(scores: list[float], expected: int | None) -> None:
@@ -62,5 +66,14 @@ def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:
 
 
 def test_cosine_decay_flag_spans_the_run() -> None:
-    assert parse_args(["--steps", "1500", "--cosine-decay"]).cosine_decay
-    assert not parse_args([]).cosine_decay
+    from omni_rl_shapes.pretrain import flow_settings
+
+    assert flow_settings(parse_args(["--steps", "1500", "--cosine-decay"])).cosine_decay_steps == 1500
+    assert flow_settings(parse_args(["--steps", "1500"])).cosine_decay_steps == 0
+
+
+def test_a_run_that_ends_on_one_side_of_the_band_keeps_the_closest() -> None:
+    from omni_rl_shapes.pretrain import closest_to_band
+
+    assert closest_to_band([0.41, 0.52, 0.49], 0.95, 1.0) == 1  # a clean stage aiming past reach: its best
+    assert closest_to_band([0.62, 0.61, 0.65], 0.30, 0.36) == 1  # a stray stage still above: its lowest

@@ -9,8 +9,9 @@
 4. Every ``--eval-every`` steps sample the *val* prompts with the pipeline itself (:mod:`evaluate`) and score
    them with the verifier. Stop at the first evaluation inside the target band (default [0.35, 0.55], inside
    the required [0.3, 0.6] so the shipped number has margin): a base model that is clearly learning but
-   leaves RL room to improve, like SD3.5-Medium's 0.63 on GenEval. If one evaluation jumps past the band,
-   the evaluated checkpoint closest to the band's middle is kept.
+   leaves RL room to improve, like SD3.5-Medium's 0.63 on GenEval. If the curve jumps past the band between
+   two evaluations (up, or down in a stray-object stage), or the run ends on one side of it, the evaluated
+   checkpoint closest to the band's middle is kept.
 5. Optionally continue from a pretrained pipeline (``--init-from``: its VAE, encoders and transformer, no VAE
    stage) on scenes where a share of the images (``--stray-rate``) also show one small object the caption leaves
    out (:func:`render.render_with_stray`): the shipped model's last stage, which teaches it to over-count the
@@ -72,19 +73,24 @@ class ModelShape:
 def choose_checkpoint(scores: Sequence[float], low: float, high: float) -> int | None:
     """Index of the evaluation to keep, or None to train on.
 
-    The first score in [low, high] is kept. Once a score is above ``high`` we stop too: the one closest to the
-    band's middle among all so far, preferring those inside :data:`REQUIRED_BAND`.
+    The first score in [low, high] is kept. A curve that crossed the band between two evaluations (a score on
+    each side of it: rising past ``high``, or a stray-object stage falling past ``low``) stops too, keeping the
+    evaluation closest to the band's middle. A curve still on one side trains on.
     """
     if not scores:
         return None
     if low <= scores[-1] <= high:
         return len(scores) - 1
-    if scores[-1] > high:
-        middle = (low + high) / 2
-        inside = [i for i, s in enumerate(scores) if REQUIRED_BAND[0] <= s <= REQUIRED_BAND[1]]
-        pool = inside or list(range(len(scores)))
-        return min(pool, key=lambda i: abs(scores[i] - middle))
-    return None
+    crossed = (scores[-1] > high and min(scores) < low) or (scores[-1] < low and max(scores) > high)
+    return closest_to_band(scores, low, high) if crossed else None
+
+
+def closest_to_band(scores: Sequence[float], low: float, high: float) -> int:
+    """The evaluation closest to the band's middle, preferring those inside :data:`REQUIRED_BAND`: what a run
+    keeps when it crossed the band, or ran out of steps or time on one side of it."""
+    middle = (low + high) / 2
+    inside = [i for i, s in enumerate(scores) if REQUIRED_BAND[0] <= s <= REQUIRED_BAND[1]]
+    return min(inside or range(len(scores)), key=lambda i: abs(scores[i] - middle))
 
 
 def _render_batch(prompts: Sequence[str], rng: np.random.Generator, n: int, size: int) -> tuple[list[str], Any]:
@@ -178,6 +184,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def flow_settings(args: argparse.Namespace) -> FlowTraining:
+    """The transformer's training settings from the command line (``--cosine-decay`` spans ``--steps``)."""
+    return FlowTraining(
+        batch_size=args.batch_size,
+        lr=args.lr,
+        ema_decay=args.ema_decay,
+        cosine_decay_steps=args.steps if args.cosine_decay else 0,
+    )
+
+
 @attrs.define
 class _Run:
     """What one pretraining run decides and measures, in the order it happens."""
@@ -264,8 +280,8 @@ def _train_until_band(run: _Run, trainer: FlowMatchingTrainer, pipe: Any, sampli
         chosen = choose_checkpoint([e["score"] for e in run.evals], args.target_low, args.target_high)
         if chosen is not None or out_of_time:
             break
-    if chosen is None:  # out of steps or time below the band: keep the best
-        chosen = int(np.argmax([e["score"] for e in run.evals]))
+    if chosen is None:  # out of steps or time on one side of the band
+        chosen = closest_to_band([e["score"] for e in run.evals], args.target_low, args.target_high)
     run.chosen = chosen
 
 
@@ -338,12 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     shape, sampling = ModelShape(), SamplingSettings()
-    flow = FlowTraining(
-        batch_size=args.batch_size,
-        lr=args.lr,
-        ema_decay=args.ema_decay,
-        cosine_decay_steps=args.steps if args.cosine_decay else 0,
-    )
+    flow = flow_settings(args)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
