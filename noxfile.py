@@ -4,9 +4,11 @@
 - ``tests``: the core's tests, every first-party plugin's tests, and the integration tests (all plugins installed).
 - ``integration``: only tests/integration (end-to-end runs through the CLI and Ray).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md.
+- ``bench_gpu``: the one-GPU rows of the overhead benchmark (needs a CUDA device), into their own section.
 
 Torch is pinned to the CPU build in the same pip command as everything else: an unpinned torch makes pip pull
 the newest CUDA build (GBs). The install fails loudly if a CUDA torch or any nvidia-* package slipped in.
+``bench_gpu`` is the exception: it wants that CUDA build, so it neither pins nor checks torch.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ nox.options.sessions = ["lint", "tests"]
 ROOT = Path(__file__).parent
 TORCH = "torch==2.13.0"
 PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists())
+#: optional extras the tests exercise, per plugin directory (pyarrow: the dpo plugin's .parquet preference files)
+PLUGIN_EXTRAS = {"omni-rl-dpo": "[parquet]"}
 TEST_ENV = {
     "HF_HUB_OFFLINE": "1",
     "RAY_AUTH_MODE": "disabled",
@@ -39,10 +43,11 @@ print("torch", torch.__version__, "(CPU build), no nvidia packages")
 
 
 def install_all(session: nox.Session) -> None:
-    """Core with its train/test extras and every first-party plugin, editable, in ONE pip command."""
+    """Core with its train/test extras and every first-party plugin (with the extras its tests need), editable,
+    in ONE pip command."""
     args = [TORCH, "-e", ".[train,test]"]
     for plugin in PLUGINS:
-        args += ["-e", str(plugin.relative_to(ROOT))]
+        args += ["-e", str(plugin.relative_to(ROOT)) + PLUGIN_EXTRAS.get(plugin.name, "")]
     session.install(*args)
     session.run("python", "-c", CHECK_CPU_ONLY)
 
@@ -71,6 +76,23 @@ def integration(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     install_all(session)
     session.run("python", "benchmarks/overhead.py", "--out", "docs/benchmarks.md", *session.posargs, env=TEST_ENV)
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def bench_gpu(session: nox.Session) -> None:
+    """GPU rows only (SD3.5-Medium-sized random model, 512 px, bfloat16): images/s, update time, the device.
+
+    Torch is not pinned: the venv sees the system's site-packages, so a CUDA torch already installed there (a
+    CUDA container image, say) is used as is; without one, pip installs PyPI's default (CUDA) build. Only the
+    GPU section of docs/benchmarks.md is rewritten; the CPU sections stay as they are.
+    """
+    args = ["-e", ".[train]"]
+    for plugin in PLUGINS:
+        args += ["-e", str(plugin.relative_to(ROOT))]
+    session.install(*args)
+    env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}  # the host side may use every core
+    out = ["--out", "docs/benchmarks.md"]
+    session.run("python", "benchmarks/overhead.py", "--device", "cuda", *out, *session.posargs, env=env)
 
 
 @nox.session

@@ -2,7 +2,8 @@
 
 Runs each example config as is (fixed seeds) through `omni-rl run`, then reads its metrics.jsonl: the val reward
 before training (step 0) and at the end, and the first step (and wall-clock seconds of training) at which the val
-reward is at least +0.1 and +0.2 above the base. Writes the table to docs/benchmarks.md.
+reward is at least +0.1 and +0.2 above the base. Writes the table to docs/benchmarks.md. ``--seeds 0 1 2`` runs
+each config on several seeds (``run.seed`` also draws the val seeds): one seed's gain can be its base reading.
 """
 
 from __future__ import annotations
@@ -39,7 +40,16 @@ def summarize(metrics_path: Path) -> dict[str, object]:
     if not val:
         raise SystemExit(f"{metrics_path}: no val/reward/mean rows (set eval_every and eval_before_training)")
     base, final = val[0][1], val[-1][1]
-    out: dict[str, object] = {"base": base, "final": final, "steps": rows[-1]["step"], "train_s": elapsed}
+    best_step, best = max(val[1:] or val, key=lambda sv: sv[1])
+    out: dict[str, object] = {
+        "base": base,
+        "final": final,
+        "best": best,
+        "best_step": best_step,
+        "steps": rows[-1]["step"],
+        "train_s": elapsed,
+        "wall_s": None,
+    }
     for gain in (0.1, 0.2):
         hit = next((step for step, value in val if value >= base + gain), None)
         out[f"step_{gain}"] = hit
@@ -47,52 +57,92 @@ def summarize(metrics_path: Path) -> dict[str, object]:
     return out
 
 
-def run(name: str, config: str, workdir: Path, extra: list[str]) -> dict[str, object]:
+def run(name: str, config: str, workdir: Path, extra: list[str], threads: int) -> dict[str, object]:
     out = workdir / name
     cmd = [sys.executable, "-m", "omni_rl.cli", "run", str(ROOT / config), "--set", f"run.output_dir={out}", *extra]
+    # the policy worker's torch threads: fixed and recorded, so the seconds in the table mean the same thing
+    env = {**os.environ, "OMNI_RL_TORCH_THREADS": str(threads)}
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
     result = summarize(out / "metrics.jsonl")
     result["wall_s"] = time.perf_counter() - start
     return result
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux), else the architecture: "x86_64" alone says little about speed."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def fmt(value: object, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec) if isinstance(value, float) else str(value)
 
 
-def write_report(path: Path, rows: dict[str, dict[str, object]]) -> None:
-    machine = f"{platform.machine()}, {os.cpu_count()} CPU threads, Python {platform.python_version()}"
+#: one table row per (algorithm, seed)
+Key = tuple[str, int]
+
+COLUMNS = (
+    "| algorithm | config | seed | base val | best val (step) | final val | steps | step to +0.1 | s to +0.1 "
+    "| step to +0.2 | s to +0.2 | train s | wall s |"
+)
+
+
+def _row(name: str, seed: int, r: dict[str, object]) -> str:
+    return (
+        f"| {name} | `{CONFIGS[name]}` | {seed} | {fmt(r['base'])} | {fmt(r['best'])} ({r['best_step']}) "
+        f"| {fmt(r['final'])} | {r['steps']} | {fmt(r['step_0.1'])} | {fmt(r['s_0.1'], '.0f')} "
+        f"| {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} | {fmt(r['train_s'], '.0f')} | {fmt(r['wall_s'], '.0f')} |"
+    )
+
+
+def write_report(path: Path, rows: dict[Key, dict[str, object]], threads: int | None = None) -> None:
+    used = f"{threads} torch thread(s) per run" if threads else f"{os.cpu_count()} CPU threads"
+    machine = f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} CPUs), {used}, Python {platform.python_version()}"
     lines = [
         HEADING,
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {machine}; each example config as is, fixed seeds.",
-        "Val reward: ODE sampling with fixed seeds on the held-out val prompts. Seconds are training wall-clock",
-        "(summed step times, validation excluded).",
+        f"Measured {time.strftime('%Y-%m-%d')} on {machine}; each example config as is, `run.seed` as listed (it",
+        "also draws the val seeds). Val reward: ODE sampling with fixed seeds on the held-out val prompts; best val is",
+        "the highest evaluation after step 0. `s to` and `train s` are training wall-clock (summed step times,",
+        "validation excluded); `wall s` is the whole command (start-up, validations, plots).",
         "",
-        "| algorithm | config | base val | final val | steps | step to +0.1 | s to +0.1 | step to +0.2 | s to +0.2 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        COLUMNS,
+        "|" + "---|" * COLUMNS.count(" | ") + "---|",
     ]
     kept = _kept_rows(section_of(path.read_text() if path.exists() else "", HEADING), rows)
-    for name in CONFIGS:
-        if name in rows:
-            r = rows[name]
-            lines.append(
-                f"| {name} | `{CONFIGS[name]}` | {fmt(r['base'])} | {fmt(r['final'])} | {r['steps']} "
-                f"| {fmt(r['step_0.1'])} | {fmt(r['s_0.1'], '.0f')} | {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} |"
-            )
-        elif name in kept:
-            lines.append(kept[name])
+    for key in sorted({*rows, *kept}, key=lambda k: (list(CONFIGS).index(k[0]), k[1])):
+        lines.append(_row(*key, rows[key]) if key in rows else kept[key])
+    lines += _seed_means(rows)
     replace_section(path, HEADING, "\n".join(lines))
 
 
-def _kept_rows(section: str, fresh: dict[str, dict[str, object]]) -> dict[str, str]:
-    """Table rows of algorithms not re-run this time (``--only``), kept as they were rather than dropped."""
-    kept = {}
+def _seed_means(rows: dict[Key, dict[str, object]]) -> list[str]:
+    """Per algorithm run on several seeds: the mean gain at the best and at the final evaluation."""
+    out = []
+    for name in CONFIGS:
+        runs = [r for (n, _), r in sorted(rows.items()) if n == name]
+        if len(runs) > 1:
+            best = sum(float(r["best"]) - float(r["base"]) for r in runs) / len(runs)
+            final = sum(float(r["final"]) - float(r["base"]) for r in runs) / len(runs)
+            out.append(f"- {name}, mean over {len(runs)} seeds: best − base {best:+.3f}, final − base {final:+.3f}")
+    return ["", *out] if out else []
+
+
+def _kept_rows(section: str, fresh: dict[Key, dict[str, object]]) -> dict[Key, str]:
+    """Table rows of (algorithm, seed) pairs not re-run this time (``--only``, ``--seeds``), kept as they were."""
+    kept: dict[Key, str] = {}
     for line in section.splitlines():
-        name = line.strip().strip("|").split("|")[0].strip()
-        if line.startswith("| ") and name in CONFIGS and name not in fresh:
-            kept[name] = line
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) > 2 and cells[0] in CONFIGS and cells[2].isdigit():
+            key = (cells[0], int(cells[2]))
+            if key not in fresh:
+                kept[key] = line
     return kept
 
 
@@ -100,20 +150,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--only", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--seeds", nargs="*", type=int, default=[0], help="run.seed values, one run each")
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads per run")
     parser.add_argument("--set", action="append", default=[], help="extra overrides for every run")
     parser.add_argument("--keep", help="write the run directories here (kept) instead of a temporary directory")
     args = parser.parse_args()
     extra = [a for s in args.set for a in ("--set", s)]
-    rows = {}
+    rows: dict[Key, dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.keep) if args.keep else Path(tmp)
         for name in args.only:
             if not (ROOT / CONFIGS[name]).exists():
                 print(f"skipping {name}: {CONFIGS[name]} does not exist")
                 continue
-            rows[name] = run(name, CONFIGS[name], workdir, extra)
-            print(name, rows[name], flush=True)
-    write_report(Path(args.out), rows)
+            for seed in args.seeds:
+                seeded = [*extra, "--set", f"run.seed={seed}"]
+                rows[name, seed] = run(f"{name}_seed{seed}", CONFIGS[name], workdir, seeded, args.threads)
+                print(name, seed, rows[name, seed], flush=True)
+    write_report(Path(args.out), rows, args.threads)
 
 
 if __name__ == "__main__":

@@ -1,168 +1,166 @@
-"""Framework overhead against bare compute, measured side by side in one process (`nox -s bench`).
+"""Framework overhead against bare compute, measured side by side in one process (`nox -s bench`, `bench_gpu`).
 
-For each model size (the tiny test pipeline and a mid-size random SD3: 8 layers, 256 image tokens):
+``--device cpu`` (``nox -s bench``): the tiny test pipeline and a mid-size random SD3 (8 layers, 256 image
+tokens) at 64 px, plus the scaling row (one training step with 1 vs 2 CPU policy workers). ``--device cuda``
+(``nox -s bench_gpu``): a random-weight model with SD3.5-Medium's transformer dimensions at 512 px in bfloat16,
+reporting images/s, update time and the device. Each writes only its own section of docs/benchmarks.md, with
+the verdict against the 10% target computed from the ratios (see overhead_case.py for what "bare" runs).
 
-- rollout: the diffusers backend's ``generate`` (Flow-GRPO train mode: SDE window, log-probs recorded) against a
-  bare loop doing the same compute with no framework: the pipeline's own ``encode_prompt``, the same transformer
-  calls (same batch sizes, CFG batching), Euler steps with comparable elementwise noise arithmetic in the
-  window, and the VAE decode.
-- update: ``TrajectoryUpdate.run`` against bare forward + backward of the same micro-batches × window steps and
-  the same optimizer steps (old log-probs reused from the rollout in both, so the compute is identical).
-
-Timings alternate framework / bare over several repeats and report medians; the ratio is framework / bare.
-The machines are noisy: compare the ratio, not the seconds.
+Timings alternate framework / bare over several repeats and report medians; on a GPU every timer is bracketed
+by ``torch.cuda.synchronize``. Compare the ratio, not the seconds: shared machines are noisy.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
-from report import replace_section
+from overhead_case import Setting
+from overhead_report import Scaling, Timing, cpu_section, gpu_section, verdict_lines, write_report
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-SIZES = {
-    "tiny (2 layers, width 64, 256 image tokens)": dict(num_layers=2),
-    "mid (8 layers, width 256, 256 image tokens)": dict(
-        num_layers=8, num_attention_heads=8, attention_head_dim=32, t5_d_model=256
+
+@dataclass(frozen=True)
+class Size:
+    """A random SD3 pipeline to benchmark: ``build_tiny_sd3_pipeline`` arguments and the image size it takes."""
+
+    label: str
+    height: int
+    shape: dict[str, object] = field(default_factory=dict)
+    #: what the report should say about the model beyond its label
+    note: str = ""
+
+
+#: SD3.5-Medium's transformer config (stabilityai/stable-diffusion-3.5-medium, transformer/config.json): 24 layers,
+#: 24 heads x 64 (1536 hidden = caption projection), dual attention in layers 0-12, RMS qk-norm, patch 2, 16
+#: latent channels, joint attention 4096, pooled 2048. 64x64 latents (512 px with an 8x VAE) = 1024 image tokens.
+#: Its pos_embed_max_size is 384; 64 here crops the same sin-cos table (a buffer, no compute).
+SD35_MEDIUM_SHAPE: dict[str, object] = dict(
+    num_layers=24,
+    num_attention_heads=24,
+    attention_head_dim=64,
+    sample_size=64,
+    patch_size=2,
+    latent_channels=16,
+    qk_norm="rms_norm",
+    dual_attention_layers=tuple(range(13)),
+    clip_hidden_sizes=(768, 1280),  # pooled 2048, as CLIP-L + CLIP-G
+    t5_d_model=4096,  # joint_attention_dim
+    text_layers=2,
+    vae_block_out_channels=(128, 256, 512, 512),  # SD3's VAE widths, 8x
+    vae_norm_num_groups=32,
+)
+
+SIZES: dict[str, Size] = {
+    "tiny": Size("tiny (2 layers, width 64, 256 image tokens)", 64, dict(num_layers=2)),
+    "mid": Size(
+        "mid (8 layers, width 256, 256 image tokens)",
+        64,
+        dict(num_layers=8, num_attention_heads=8, attention_head_dim=32, t5_d_model=256),
+    ),
+    "sd35m": Size(
+        "SD3.5-Medium-sized, random weights (24 layers, width 1536, 1024 image tokens)",
+        512,
+        SD35_MEDIUM_SHAPE,
+        note=(
+            "Model: a random-weight transformer of SD3.5-Medium's size ({params} B parameters; 24 layers, 24 heads "
+            "x 64, dual attention in layers 0-12, RMS qk-norm, patch 2, joint attention 4096, pooled 2048) at "
+            "512 px (64x64 latents, 1024 image tokens). The text encoders are small random ones with the real "
+            "output shapes (2-layer CLIPs of widths 768 and 1280, a 2-layer T5 of width 4096; 77 + 256 context "
+            "tokens), so prompt encoding is cheaper than with the real encoders; the VAE has SD3's widths "
+            "(128-512, 8x) with one layer per block instead of two."
+        ),
     ),
 }
 
+#: ``--device cpu``: the setting the CPU table has always used
+CPU_SETTING = Setting()
+#: ``--device cuda``: Flow-GRPO's SD3.5-Medium recipe in shape (10 train steps, CFG 4.5, LoRA 32/64, bf16),
+#: two prompts x 8 images, a window of 2 trained steps as in Flow-GRPO-Fast
+GPU_SETTING = Setting(
+    group_size=8,
+    steps=10,
+    window=2,
+    height=512,
+    batch_size=8,
+    micro_batch=4,
+    lora_rank=32,
+    lora_alpha=64,
+    device="cuda",
+    dtype="bfloat16",
+)
+DEFAULT_SIZES = {"cpu": ["tiny", "mid"], "cuda": ["sd35m"]}
 
-def _timeit(fn: Callable[[], object], repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+
+def cuda_unavailable_reason() -> str | None:
+    """Why the GPU rows cannot run here, or None when a CUDA device is usable."""
+    if torch.cuda.is_available():
+        return None
+    build = (
+        "a CPU-only build"
+        if torch.version.cuda is None
+        else f"built for CUDA {torch.version.cuda}, but it sees no GPU (driver, CUDA_VISIBLE_DEVICES?)"
+    )
+    return (
+        f"no CUDA device: torch {torch.__version__} is {build}. Run `nox -s bench_gpu` on a machine with an NVIDIA "
+        "GPU (it uses the installed CUDA torch or installs the default one), or measure on CPU with `nox -s bench`."
+    )
 
 
-def bench_size(label: str, shape: dict, workdir: Path, repeats: int) -> dict[str, float]:
+def setting_for(args: argparse.Namespace) -> Setting:
+    base = GPU_SETTING if args.device == "cuda" else CPU_SETTING
+    changes: dict[str, object] = {"device": args.device}
+    if args.dtype != "auto":
+        changes["dtype"] = args.dtype
+    for name in ("steps", "window", "group_size", "micro_batch", "batch_size"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.recompute_old_log_probs:
+        changes["recompute_old_log_probs"] = True
+    return replace(base, **changes)
+
+
+def build_pipeline(size_key: str, cache: Path) -> Path:
+    """The size's random pipeline under ``cache`` (built once; reused when ``--cache-dir`` keeps it)."""
     from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
 
-    from omni_rl import build
-    from omni_rl.protocols import RolloutRequest
-    from omni_rl.runtime.update import TrajectoryUpdate
-    from omni_rl.schema import OptimConfig
-
-    path = build_tiny_sd3_pipeline(workdir / label.split()[0], seed=0, **shape)
-    steps, group, cfg, height = 6, 4, 4.5, 64
-    model = build("model", "sd3", {"path": str(path), "lora_rank": 16})
-    sampler = build("sampler", "flow_sde", {"window_size": 2, "window_range": [0, 2], "window_mode": "fixed"})
-    backend = build(
-        "rollout",
-        "diffusers",
-        {"group_size": group, "steps": steps, "height": height, "width": height, "cfg": cfg, "batch_size": 8},
-    )
-    prompts = ["a red circle"] * group + ["two blue squares"] * group
-    request = RolloutRequest(
-        prompts=prompts, group_ids=[0] * group + [1] * group, seeds=list(range(len(prompts))), step=1, run_seed=0
-    )
-    pipe = model.build_pipeline()
-
-    def framework_rollout() -> object:
-        return backend.generate(model, sampler, request)
-
-    @torch.no_grad()
-    def bare_rollout() -> object:
-        shape_c = model.latent_shape(height, height)
-        embeds, neg, pooled, neg_pooled = pipe.encode_prompt(
-            list(dict.fromkeys(prompts)), None, None, do_classifier_free_guidance=True, device="cpu"
-        )
-        index = torch.tensor([0] * group + [1] * group)
-        embeds, neg, pooled, neg_pooled = embeds[index], neg[index], pooled[index], neg_pooled[index]
-        sigmas = model.sigma_schedule(steps, height, height)
-        gens = [torch.Generator().manual_seed(s) for s in range(len(prompts))]
-        x = torch.stack([torch.randn(shape_c, generator=g) for g in gens])
-        for i in range(steps):
-            t = sigmas[i].expand(len(prompts)) * 1000
-            out = pipe.transformer(
-                hidden_states=torch.cat([x, x]),
-                timestep=torch.cat([t, t]),
-                encoder_hidden_states=torch.cat([neg, embeds]),
-                pooled_projections=torch.cat([neg_pooled, pooled]),
-                return_dict=False,
-            )[0]
-            u, c = out.chunk(2)
-            v = u + cfg * (c - u)
-            dt = sigmas[i + 1] - sigmas[i]
-            x = x + v * dt
-            if i < 2:
-                z = torch.stack([torch.randn(shape_c, generator=g) for g in gens])
-                x = x + 0.1 * z  # same arithmetic order of magnitude as the SDE step
-                _ = -((z * 0.1) ** 2).mean(dim=(1, 2, 3))
-        latents = x / pipe.vae.config.scaling_factor + pipe.vae.config.shift_factor
-        image = pipe.vae.decode(latents, return_dict=False)[0]
-        return (image / 2 + 0.5).clamp(0, 1).mul(255).round().to(torch.uint8)
-
-    batch = framework_rollout()
-    loss = build("loss", "flow_grpo", {})
-    params = model.trainable_parameters()
-    optim = OptimConfig(micro_batch=4, recompute_old_log_probs=False)
-    optimizer = torch.optim.AdamW(params, lr=1e-5)
-    engine = TrajectoryUpdate(model, sampler, loss, optimizer, optim)
-    advantages = torch.randn(len(prompts))
-
-    def framework_update() -> object:
-        return engine.run(batch, advantages, {}, generator=torch.Generator().manual_seed(0))
-
-    def bare_update() -> object:
-        traj = batch.trajectory
-        cond = batch.conditioning.tensors
-        optimizer.zero_grad()
-        for start in range(0, len(prompts), 4):
-            idx = torch.arange(start, start + 4)
-            for j in range(traj.latents.shape[1]):
-                x = traj.latents[idx, j]
-                t = traj.sigmas[idx, j] * 1000
-                out = pipe.transformer(
-                    hidden_states=torch.cat([x, x]),
-                    timestep=torch.cat([t, t]),
-                    encoder_hidden_states=torch.cat([cond["negative_prompt_embeds"][idx], cond["prompt_embeds"][idx]]),
-                    pooled_projections=torch.cat(
-                        [cond["negative_pooled_prompt_embeds"][idx], cond["pooled_prompt_embeds"][idx]]
-                    ),
-                    return_dict=False,
-                )[0]
-                u, c = out.chunk(2)
-                v = u + cfg * (c - u)
-                mean = x + v * (traj.next_sigmas[idx, j] - traj.sigmas[idx, j]).view(-1, 1, 1, 1)
-                logp = -((traj.next_latents[idx, j] - mean) ** 2).mean(dim=(1, 2, 3))
-                ratio = torch.exp(logp - traj.log_probs[idx, j])
-                (-(advantages[idx] * ratio).mean()).backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-
-    # warm up both, then alternate
-    bare_rollout(), framework_update(), bare_update()
-    fr, br, fu, bu = [], [], [], []
-    for _ in range(repeats):
-        fr += _timeit(framework_rollout, 1)
-        br += _timeit(bare_rollout, 1)
-        fu += _timeit(framework_update, 1)
-        bu += _timeit(bare_update, 1)
-    med = statistics.median
-    return {
-        "rollout_framework_s": med(fr),
-        "rollout_bare_s": med(br),
-        "rollout_ratio": med(fr) / med(br),
-        "update_framework_s": med(fu),
-        "update_bare_s": med(bu),
-        "update_ratio": med(fu) / med(bu),
-        "images_per_s": len(prompts) / med(fr),
-    }
+    return build_tiny_sd3_pipeline(cache / f"bench_{size_key}", seed=0, exist_ok=True, **SIZES[size_key].shape)
 
 
-def bench_scaling(workdir: Path, steps: int = 4) -> dict[int, float]:
+def bench_sizes(keys: list[str], setting: Setting, cache: Path, repeats: int) -> tuple[list[Timing], list[str]]:
+    """Timings per size, and the notes the report prints about the models."""
+    from overhead_case import OverheadCase, measure
+
+    timings, notes = [], []
+    for key in keys:
+        size = SIZES[key]
+        started = time.perf_counter()
+        path = build_pipeline(key, cache)
+        case = OverheadCase(path, replace(setting, height=size.height))
+        print(f"{size.label}: model ready in {time.perf_counter() - started:.0f} s", flush=True)
+        timing = measure(case, size.label, repeats)
+        print(timing, flush=True)
+        timings.append(timing)
+        if size.note:
+            params = sum(p.numel() for n, p in case.model.transformer.named_parameters() if "lora_" not in n)
+            notes.append(size.note.format(params=f"{params / 1e9:.2f}"))
+        del case
+        gc.collect()
+        if setting.device == "cuda":
+            torch.cuda.empty_cache()
+    return timings, notes
+
+
+def bench_scaling(workdir: Path, steps: int = 4) -> Scaling:
     """Median training-step seconds with 1 and 2 CPU policy workers on the mid-size model (same config)."""
     import json
 
@@ -170,9 +168,7 @@ def bench_scaling(workdir: Path, steps: int = 4) -> dict[int, float]:
 
     from omni_rl.cli import main as cli
 
-    path = build_tiny_sd3_pipeline(
-        workdir / "mid_scaling", seed=0, **SIZES["mid (8 layers, width 256, 256 image tokens)"]
-    )
+    path = build_tiny_sd3_pipeline(workdir / "mid_scaling", seed=0, **SIZES["mid"].shape)
     example = Path(__file__).parents[1] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
     result = {}
     for workers in (1, 2):
@@ -195,54 +191,88 @@ def bench_scaling(workdir: Path, steps: int = 4) -> dict[int, float]:
         assert cli(["run", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
         result[workers] = statistics.median(row["perf/step_s"] for row in rows[1:])
-    return result
+    description = (
+        "Scaling: one Flow-GRPO training step (8 images, 64 px, 6 steps, mid-size model) with N CPU policy workers "
+        f"(1 CPU each, gloo process group), median over steps 2-{steps}:"
+    )
+    return Scaling(description, result)
 
 
-def main() -> None:
+def cpu_name() -> str:
+    """The CPU's model name where Linux says it, else the architecture ("x86_64" alone says little about speed)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_context(setting: Setting, repeats: int) -> list[str]:
+    machine = (
+        f"{cpu_name()}, {os.cpu_count()} CPU threads ({torch.get_num_threads()} used by torch), "
+        f"torch {torch.__version__}"
+    )
+    return [
+        f"Measured {time.strftime('%Y-%m-%d')} on {machine}; medians of {repeats} alternating runs in one process.",
+        setting.describe(),
+    ]
+
+
+def gpu_context(setting: Setting, repeats: int, notes: list[str]) -> list[str]:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    device = (
+        f"{torch.cuda.get_device_name()} (1 GPU, {props.total_memory / 2**30:.0f} GiB), torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}, host {cpu_name()} with {os.cpu_count()} CPU threads"
+    )
+    return [
+        f"Measured {time.strftime('%Y-%m-%d')} on {device}; medians of {repeats} alternating runs in one process, "
+        "every timer synchronised with the GPU.",
+        setting.describe(),
+        *notes,
+        "images/s is the framework rollout's (prompt encoding, sampling and VAE decode); the update column is one "
+        "optimizer step over that rollout.",
+    ]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/benchmarks.md")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cpu: `bench` rows; cuda: GPU rows")
+    parser.add_argument(
+        "--dtype", choices=("auto", "float32", "bfloat16"), default="auto", help="auto: bfloat16 on cuda, else float32"
+    )
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), help="default: tiny mid (cpu), sd35m (cuda)")
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--steps", type=int, help="rollout steps (default 6 on cpu, 10 on cuda)")
+    parser.add_argument("--window", type=int, help="SDE window = trained steps per sample (default 2)")
+    parser.add_argument("--group-size", type=int, help="images per prompt, 2 prompts (default 4 cpu, 8 cuda)")
+    parser.add_argument("--batch-size", type=int, help="samples per rollout transformer call (default 8)")
+    parser.add_argument("--micro-batch", type=int, help="samples per update forward/backward (default 4)")
+    parser.add_argument("--recompute-old-log-probs", action="store_true", help="time the no-grad pass too")
+    parser.add_argument("--no-scaling", action="store_true", help="cpu: skip the 1 vs 2 worker row (starts Ray)")
+    parser.add_argument("--cache-dir", help="keep the random pipelines here for the next run (default: a temp dir)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.device == "cuda" and (reason := cuda_unavailable_reason()):
+        raise SystemExit(f"overhead.py --device cuda: {reason}")
+    keys = args.sizes or DEFAULT_SIZES[args.device]
+    setting = replace(setting_for(args), height=SIZES[keys[0]].height)  # each size runs at its own height
     torch.manual_seed(0)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, shape in SIZES.items():
-            result = bench_size(label, shape, Path(tmp), args.repeats)
-            rows.append((label, result))
-            print(label, {k: round(v, 4) for k, v in result.items()})
-        scaling = bench_scaling(Path(tmp))
-        print("scaling", scaling)
-    write_report(Path(args.out), rows, scaling)
-
-
-def write_report(path: Path, rows: list[tuple[str, dict[str, float]]], scaling: dict[int, float]) -> None:
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU threads, torch {torch.__version__}"
-    lines = [
-        "## Framework overhead (`nox -s bench`)",
-        "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {machine}; medians of alternating runs in one process.",
-        "Flow-GRPO train rollout (8 images, 6 steps, SDE window of 2, CFG 4.5, 64 px) and one update over it.",
-        "",
-        "| model | rollout: omni-rl s | bare s | ratio | update: omni-rl s | bare s | ratio | images/s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for label, r in rows:
-        lines.append(
-            f"| {label} | {r['rollout_framework_s']:.3f} | {r['rollout_bare_s']:.3f} | {r['rollout_ratio']:.3f} "
-            f"| {r['update_framework_s']:.3f} | {r['update_bare_s']:.3f} | {r['update_ratio']:.3f} "
-            f"| {r['images_per_s']:.1f} |"
-        )
-    lines += [
-        "",
-        "Scaling: one Flow-GRPO training step (8 images, 64 px, 6 steps, mid-size model) with N CPU policy workers",
-        "(1 CPU each, gloo process group), median over steps 2-4:",
-        "",
-        "| workers | step s | speed-up |",
-        "|---|---|---|",
-    ]
-    for workers, seconds in scaling.items():
-        lines.append(f"| {workers} | {seconds:.2f} | {scaling[1] / seconds:.2f}x |")
-    replace_section(path, "## Framework overhead", "\n".join(lines))
+        cache = Path(args.cache_dir) if args.cache_dir else Path(tmp)
+        timings, notes = bench_sizes(keys, setting, cache, args.repeats)
+        if args.device == "cuda":
+            section = gpu_section(timings, gpu_context(setting, args.repeats, notes))
+        else:
+            scaling = None if args.no_scaling else bench_scaling(Path(tmp))
+            section = cpu_section(timings, scaling, [*cpu_context(setting, args.repeats), *notes])
+    write_report(Path(args.out), section)
+    print("\n".join(verdict_lines(timings)))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _heading_start(text: str, heading: str) -> int:
+    """Where the first line starting with ``heading`` begins, or -1: a mention of the heading inside another
+    section's prose must not be taken for the section itself."""
+    if text.startswith(heading):
+        return 0
+    start = text.find("\n" + heading)
+    return start + 1 if start >= 0 else -1
+
+
 def section_of(text: str, heading: str) -> str:
-    """The section that starts with ``heading`` (up to the next `## ` heading), or "" when there is none."""
-    start = text.find(heading)
+    """The section whose heading line starts with ``heading`` (up to the next `## ` heading), or "" if none."""
+    start = _heading_start(text, heading)
     if start < 0:
         return ""
     end = text.find("\n## ", start + 1)
@@ -20,7 +29,7 @@ def replace_section(path: Path, heading: str, section: str) -> None:
     old = section_of(text, heading)
     body = section.rstrip() + "\n"
     if old:
-        start = text.find(heading)
+        start = _heading_start(text, heading)
         rest = text[start + len(old) :]
         text = text[:start] + body + ("\n" + rest.lstrip("\n") if rest else "")
     else:

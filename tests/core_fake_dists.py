@@ -115,6 +115,13 @@ name = "toy_brightness"
 """
 
 
+def with_prompts(config: str, directory: Path) -> str:
+    """``config`` plus a ``[data]`` section whose train prompts file exists (`omni-rl check` reads it)."""
+    prompts = directory / "train_prompts.txt"
+    prompts.write_text("a red circle\na blue square\n")
+    return config + f'\n[data]\ntrain = "{prompts.as_posix()}"\n'
+
+
 def run_cli(
     args: Sequence[str],
     *,

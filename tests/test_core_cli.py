@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from core_fake_dists import BROKEN_HOOKS, CONFLICTING_HOOKS, LIGHT_CONFIG, LIGHT_HOOKS, run_cli
+from core_fake_dists import BROKEN_HOOKS, CONFLICTING_HOOKS, LIGHT_CONFIG, LIGHT_HOOKS, run_cli, with_prompts
 from core_toys import TOY_CONFIG
 
 from omni_rl.cli import main
@@ -58,12 +58,54 @@ def site(tmp_path: Path) -> Path:
 # -- in process ------------------------------------------------------------------------------------------
 
 
-def test_check_a_valid_config(toys: Registry, write_config: WriteConfig, capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_config(TOY_CONFIG)
+def test_check_a_valid_config(
+    toys: Registry, write_config: WriteConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(with_prompts(TOY_CONFIG, tmp_path))
     assert main(["check", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"{path}: config is valid" in out
     assert "toy_ppo" in out and "omni-rl-toys 0.3" in out
+
+
+def test_check_reads_the_prompt_sources_run_would_read(
+    toys: Registry, write_config: WriteConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train, val = tmp_path / "missing_train.txt", tmp_path / "missing_val.jsonl"
+    path = write_config(TOY_CONFIG + f'\n[data]\ntrain = "{train.as_posix()}"\nval = "{val.as_posix()}"\n')
+    assert main(["check", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "config is valid" not in captured.out
+    assert captured.err.splitlines()[:3] == [
+        f"error: invalid config {path} (2 problems):",
+        f"  - prompt file '{train.as_posix()}' does not exist @ $.data.train",
+        f"  - prompt file '{val.as_posix()}' does not exist @ $.data.val",
+    ]
+    assert captured.err.splitlines()[3].startswith("hint: give a .txt (one prompt per line)")
+
+    val.write_text('{"prompt": "a red circle"}\n{"caption": "no prompt key"}\n')
+    assert main(["check", str(path), "--set", f"data.train={val.as_posix()}", "--set", "data.val="]) == 2
+    assert capsys.readouterr().err.splitlines()[:2] == [
+        f"error: invalid config {path} (1 problem):",
+        "  - missing_val.jsonl:2: not a JSON object with a 'prompt' key ('prompt') @ $.data.train",
+    ]
+
+
+def test_check_wants_training_prompts_and_val_prompts_when_validation_is_on(
+    toys: Registry, write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(TOY_CONFIG)
+    assert main(["check", str(path), "--set", "run.eval_every=2"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == [
+        f"error: invalid config {path} (2 problems):",
+        "  - no training prompts: [data] train is not set @ $.data.train",
+        "  - validation is on but no val prompts are set @ $.data.val",
+    ]
+    assert err[3] == (
+        'hint: set [data] train to a prompt file (.txt one prompt per line, .jsonl lines like {"prompt": "..."}); '
+        "set [data] val to a prompt file, or [run] eval_every = 0 and eval_before_training = false"
+    )
 
 
 def test_check_reports_config_problems_with_exit_2(
@@ -217,12 +259,41 @@ def test_a_broken_plugin_is_listed_with_its_error_and_the_others_work(site: Path
     }
     assert rows["acme-toys"]["status"] == "active"
 
-    check = run_cli(["check", str(write_config(LIGHT_CONFIG))], pythonpath=[site], load=load)
+    check = run_cli(["check", str(write_config(with_prompts(LIGHT_CONFIG, site)))], pythonpath=[site], load=load)
     assert check.returncode == 0, check.stderr
     assert check.stderr.splitlines() == [
         "warning: plugin acme-broken 0.1 (broken = acme_broken.hooks) failed to load: "
         "ModuleNotFoundError: No module named 'omni_rl_missing_dependency'"
     ]
+
+
+def test_plugin_errors_are_full_lines_under_the_table_at_80_columns(site: Path) -> None:
+    result = run_cli(["plugins"], pythonpath=[site], load="acme-toys,acme-broken", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.split()[:3] == ["acme-broken", "0.1", "error"] for line in lines), result.stdout
+    start = lines.index("plugins that failed to load (the others work):")
+    assert lines[start + 1 :] == [
+        "  - acme-broken 0.1 (broken = acme_broken.hooks): ModuleNotFoundError: No module named "
+        "'omni_rl_missing_dependency'"
+    ]
+    assert all(len(line) <= 80 for line in lines[:start]), "the table fits the terminal"
+
+
+def test_a_kind_nobody_provides_says_what_to_install(site: Path, write_config: WriteConfig) -> None:
+    text = '[algorithm]\nname = "flow_grpo"\n\n[model]\nname = "sd3"\n\n[[reward]]\nname = "toy_brightness"\n'
+    result = run_cli(["check", str(write_config(text))], pythonpath=[site], load="acme-fork")
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert (
+        "  - unknown algorithm 'flow_grpo': no installed plugin provides an algorithm (install a plugin that "
+        "provides one, e.g. pip install omni-rl-flow-grpo) @ $.algorithm.name"
+    ) in lines
+    assert (
+        "  - unknown model 'sd3': no installed plugin provides a model (install a plugin that provides one, "
+        "e.g. pip install omni-rl-sd3) @ $.model.name"
+    ) in lines
+    assert "Traceback" not in result.stderr
 
 
 def test_an_unknown_component_mentions_the_broken_plugin(site: Path, write_config: WriteConfig) -> None:

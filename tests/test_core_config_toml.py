@@ -90,9 +90,16 @@ def test_malformed_overrides_are_all_reported() -> None:
         "--set 'run': expected section.key=value",
         "--set 'run.steps.x=1': run.steps is an integer, not a table",
         "--set 'reward.weight=2': reward is an array; index it with a number (reward.0.weight)",
-        "--set 'reward.5.weight=2': reward.5 is out of range (1 entries; 1 appends one)",
+        "--set 'reward.5.weight=2': reward.5 is out of range (1 entry; 1 appends one)",
         "--set 'a..b=1': 'a..b' is not a TOML key",
     ]
+
+
+def test_an_out_of_range_index_counts_the_entries_in_plural() -> None:
+    raw = {"reward": [{"name": "a"}, {"name": "b"}]}
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides(raw, ["reward.3.weight=2"])
+    assert caught.value.message == "--set 'reward.3.weight=2': reward.3 is out of range (2 entries; 2 appends one)"
 
 
 def test_parse_override_keeps_the_text() -> None:

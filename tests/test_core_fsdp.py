@@ -99,6 +99,23 @@ def test_fsdp2_needs_even_prompt_shards(write_config: WriteConfig, toy_registry:
     assert "@ $.data.prompts_per_step" in caught.value.message
 
 
+def test_bf16_keeps_the_transformers_inputs_uncast() -> None:
+    """The root unit must not cast its inputs to bfloat16: the timestep (sigma x 1000) would lose its low bits.
+    The blocks compute in bfloat16 and hand float32 back to the root's own layers."""
+    from omni_rl.runtime.fsdp import mixed_precision_policies
+
+    assert mixed_precision_policies("no") is None
+    policies = mixed_precision_policies("bf16")
+    assert policies is not None
+    units, root = policies
+    assert root.cast_forward_inputs is False
+    assert root.param_dtype is None and root.reduce_dtype == torch.float32
+    assert units.param_dtype == torch.bfloat16 and units.output_dtype == torch.float32 and units.cast_forward_inputs
+    # why: bfloat16 rounds neighbouring timesteps together (steps of 4 between 512 and 1024)
+    sigma_1000 = torch.tensor([999.0, 998.0])
+    assert torch.equal(sigma_1000.bfloat16().float(), torch.tensor([1000.0, 1000.0]))
+
+
 def test_fewer_prompts_than_workers_is_a_config_error(write_config: WriteConfig, toy_registry: Registry) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(

@@ -113,6 +113,22 @@ def test_tensorboard_event_file_holds_the_metrics_and_images(tmp_path: Path) -> 
     assert rows[0] == {"step": 1, "actor/loss": None, "reward/mean": 0.25}
 
 
+def test_tensorboard_after_a_resume_shows_each_recomputed_step_once(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with MetricsLogger(tmp_path, ["tensorboard"], 4, Console(file=io.StringIO()), first_step=0) as logger:
+        for step in (1, 2, 3):  # killed after step 3; the checkpoint of step 1 is the latest
+            logger.log(step, {"reward/mean": float(step)})
+    with MetricsLogger(tmp_path, ["tensorboard"], 4, Console(file=io.StringIO()), first_step=2) as logger:
+        for step in (2, 3, 4):
+            logger.log(step, {"reward/mean": 10.0 * step})
+    assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 2
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]
+
+
 def test_bad_image_is_a_clear_error(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     with _metrics_logger(tmp_path, ["tensorboard"]) as logger, pytest.raises(RuntimeFailure, match="uint8"):

@@ -6,7 +6,7 @@ import inspect
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import attrs
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from omni_rl import hookspecs, schema
 from omni_rl import testing as omni_testing
 from omni_rl.plugins import HOOK_NAMES
-from omni_rl.protocols import iter_protocols
+from omni_rl.protocols import OPTIONAL_MEMBERS, Loss, View, iter_protocols
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOKS_MD = (ROOT / "docs" / "hooks.md").read_text()
@@ -71,6 +71,45 @@ def test_every_protocol_member_is_documented_with_its_signature(kind: str, proto
             assert f"`{documented.replace(value.__name__, name, 1)}`" in HOOKS_MD, f"{protocol.__name__}.{name}"
     for name, annotation in inspect.get_annotations(protocol).items():
         assert f"`{name}: {annotation}`" in HOOKS_MD, f"{protocol.__name__}.{name}"
+
+
+def _protocol_section(protocol: type) -> str:
+    """The docs/hooks.md section (one hook) that documents ``protocol``."""
+    (section,) = [s for s in HOOKS_MD.split("\n## ") if f"`omni_rl.protocols.{protocol.__name__}`" in s]
+    return section
+
+
+def _documented_optional_members(section: str) -> set[str]:
+    """Member names in the first column of the section's "Optional members" table."""
+    if "Optional members" not in section:
+        return set()
+    table = section.split("Optional members", 1)[1].split("\n\n", 2)[1]
+    cells = [row.split(" | ", 1)[0] for row in table.splitlines() if row.startswith("| `")]
+    return {name for cell in cells for name in re.findall(r"`([a-z_]+)\(", cell)}
+
+
+def _sources_using(name: str) -> list[Path]:
+    sources = [*(ROOT / "core" / "omni_rl").rglob("*.py"), *ROOT.glob("plugins/*/src/**/*.py")]
+    used = re.compile(rf"[\".]{name}\b")
+    return [p for p in sources if p.name != "protocols.py" and used.search(p.read_text())]
+
+
+@pytest.mark.parametrize(("kind", "protocol"), list(iter_protocols()))
+def test_every_optional_member_is_documented_described_and_used(kind: str, protocol: type) -> None:
+    expected = set(OPTIONAL_MEMBERS.get(kind, ()))
+    assert _documented_optional_members(_protocol_section(protocol)) == expected
+    source = inspect.getsource(inspect.getmodule(protocol))  # the class's docstring or comments describe them
+    protocol_source = source.split(f"class {protocol.__name__}(", 1)[1].split("\nclass ", 1)[0]
+    for name in expected:
+        assert name in protocol_source, f"{protocol.__name__} does not describe its optional member {name}"
+        assert _sources_using(name), f"optional member {name} is called nowhere"
+
+
+def test_every_loss_view_is_documented() -> None:
+    lines = _protocol_section(Loss).splitlines()
+    (row,) = [line for line in lines if line.startswith("| `requirements: LossRequirements` |")]
+    assert get_args(View) and all(f'`"{view}"`' in row for view in get_args(View)), row
+    assert frozenset(get_args(View)) == omni_testing.loss.VIEWS
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,44 @@ def test_disable_variable_skips_a_plugin_without_importing_it(fake_distribution:
     assert _by_dist(pm)["acme-toys"].status == "active"
 
 
+def test_a_distribution_whose_metadata_has_no_name_is_an_error_and_the_others_load(
+    fake_distribution: FakeDist,
+) -> None:
+    site = fake_distribution(
+        "acme-nameless", "0.2", entry_points={"nameless": "acme_nameless.hooks"}, modules={"acme_nameless.hooks": ""}
+    )
+    folder = site / "acme_nameless-0.2.dist-info"
+    (folder / "METADATA").write_text("Metadata-Version: 2.1\nVersion: 0.2\n")  # a half-written install
+    fake_distribution(
+        "acme-toys", "1.0", entry_points={"toys": "acme_toys.hooks"}, modules={"acme_toys.hooks": LIGHT_HOOKS}
+    )
+    pm = load_plugins({"OMNI_RL_LOAD_PLUGINS": "acme-nameless,acme-toys"})
+    nameless = _by_dist(pm)["acme_nameless"]
+    assert (nameless.status, nameless.version, nameless.entry_point) == (
+        "error",
+        "0.2",
+        "nameless = acme_nameless.hooks",
+    )
+    assert nameless.error == (
+        f"the distribution's METADATA ({folder}) has no Name; reinstall the distribution or remove that folder"
+    )
+    assert "acme_nameless.hooks" not in __import__("sys").modules, "a plugin that cannot be attributed is not run"
+    assert _by_dist(pm)["acme-toys"].status == "active"
+
+
+def test_a_distribution_without_a_metadata_file_is_named_after_its_folder(fake_distribution: FakeDist) -> None:
+    site = fake_distribution("acme-bare", entry_points={"bare": "acme_bare.hooks"}, modules={"acme_bare.hooks": ""})
+    (site / "acme_bare-1.0.dist-info" / "METADATA").unlink()
+    (site / "acme_bare-1.0.dist-info").rename(site / "acme_bare.dist-info")  # no version in the folder either
+    pm = load_plugins({"OMNI_RL_LOAD_PLUGINS": "acme-bare"})
+    bare = _by_dist(pm)["acme_bare"]
+    assert (bare.version, bare.status) == ("unknown", "error")
+    assert bare.error == (
+        f"the distribution's METADATA ({site / 'acme_bare.dist-info'}) has no Name; "
+        "reinstall the distribution or remove that folder"
+    )
+
+
 def test_load_variable_loads_only_the_named_plugins(fake_distribution: FakeDist) -> None:
     fake_distribution(
         "acme-toys", "1.0", entry_points={"toys": "acme_toys.hooks"}, modules={"acme_toys.hooks": LIGHT_HOOKS}

@@ -8,6 +8,7 @@ import pytest
 
 from omni_rl import AlgorithmSpec, LossSpec, ModelSpec, SamplerSpec, hookimpl
 from omni_rl.errors import PluginError
+from omni_rl.plugins import PluginInfo
 from omni_rl.registry import Registry
 from omni_rl.testing import InlinePlugin, make_manager, make_registry
 
@@ -125,6 +126,33 @@ def test_no_provider_of_a_kind_says_what_to_install() -> None:
     assert caught.value.hint.startswith("install a plugin that provides one, e.g. pip install omni-rl-sd3")
 
 
+def test_no_provider_messages_use_the_right_article_and_a_config_line_says_what_to_install() -> None:
+    class Raising:
+        @hookimpl
+        def omni_rl_samplers(self) -> list[SamplerSpec]:
+            raise RuntimeError("no GPU here")
+
+    registry = make_registry(InlinePlugin(Losses("dpo"), "losses", "1.0"))
+    assert registry.unknown("algorithm", "flow_grpo")[0] == (
+        "unknown algorithm 'flow_grpo': no installed plugin provides an algorithm"
+    )
+    assert (
+        registry.unknown("advantage", "grpo")[0]
+        == "unknown advantage 'grpo': no installed plugin provides an advantage"
+    )
+    assert registry.unknown_problem("model", "sd3") == (
+        "unknown model 'sd3': no installed plugin provides a model "
+        "(install a plugin that provides one, e.g. pip install omni-rl-sd3)"
+    )
+    assert registry.unknown_problem("loss", "dpp") == registry.unknown("loss", "dpp")[0], "a provider exists"
+    failing = make_registry(InlinePlugin(Raising(), "acme-gpu", "0.5"))
+    assert failing.unknown_problem("sampler", "sde") == (
+        "unknown sampler 'sde': no installed plugin provides a sampler (install a plugin that provides one, e.g. "
+        "pip install omni-rl-flow-grpo); plugins that failed to load: acme-gpu 0.5 "
+        "(omni_rl_samplers: raised RuntimeError: no GPU here)"
+    )
+
+
 def test_unknown_kind() -> None:
     with pytest.raises(PluginError, match=r"unknown component kind 'losses'; did you mean 'loss'\?"):
         make_registry().get("losses", "x")
@@ -198,7 +226,7 @@ def test_aliases_and_dotted_names_resolve() -> None:
     assert registry.names("loss") == ["acme.my_loss"]
 
 
-def test_plugin_versions_lists_active_distributions_once() -> None:
+def test_plugin_versions_lists_every_distribution_once_with_its_status() -> None:
     class Broken:
         @hookimpl
         def omni_rl_losses(self) -> list[LossSpec]:
@@ -209,7 +237,20 @@ def test_plugin_versions_lists_active_distributions_once() -> None:
         InlinePlugin(Samplers("b"), "dist-a", "1.0", name="second"),
         InlinePlugin(Broken(), "broken", "9"),
     )
-    assert registry.plugin_versions() == ["dist-a==1.0"]
+    off = PluginInfo(
+        name="off:off",
+        distribution="acme-off",
+        version="0.2",
+        entry_point_name="off",
+        entry_point_value="acme_off.hooks",
+        status="disabled",
+    )
+    registry = Registry([*registry.plugins, off], registry.components)
+    assert registry.plugin_versions() == [
+        "acme-off==0.2  # disabled",
+        "broken==9  # error: omni_rl_losses: raised ImportError: x",
+        "dist-a==1.0",
+    ]
 
 
 def test_collect_marks_the_manager_so_a_second_collect_agrees() -> None:

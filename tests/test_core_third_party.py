@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from core_fake_dists import LIGHT_CONFIG, LIGHT_HOOKS, run_cli
+from core_fake_dists import LIGHT_CONFIG, LIGHT_HOOKS, run_cli, with_prompts
 
 from omni_rl.testing import write_fake_distribution
 
@@ -91,7 +91,9 @@ def test_the_installed_plugin_is_listed_with_its_loss(installed: Path) -> None:
 
 def test_its_loss_is_selectable_by_dotted_name(installed: Path, tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
-    config.write_text(LIGHT_CONFIG + '\n[loss]\nname = "acme.my_loss"\noptions = { clip_ratio = 0.1 }\n')
+    config.write_text(
+        with_prompts(LIGHT_CONFIG, tmp_path) + '\n[loss]\nname = "acme.my_loss"\noptions = { clip_ratio = 0.1 }\n'
+    )
     site, load = [installed / "site"], "acme-losses,acme-toys"
     check = run_cli(["check", str(config)], pythonpath=site, load=load)
     assert check.returncode == 0, check.stderr

@@ -11,7 +11,9 @@ Layout of ``<run_dir>/checkpoints/step_<N>/``:
   DiffusionNFT's decay schedule) and the loss's ``checkpoint_state()``; absent in older checkpoints;
 - ``worker_<rank>/optimizer.safetensors`` + ``optimizer.json``: optimizer tensors and the rest of its state;
 - ``worker_<rank>/rng.safetensors`` + ``rng.json``: torch / numpy / python RNG states; ``scheduler.json``;
-- ``trainer_state.json``: step, prompt-sampler position, skip counter (the driver's state).
+- ``trainer_state.json``: step, prompt-sampler position, skip counter (the driver's state);
+- ``driver/rng.safetensors`` + ``driver/rng.json``: the driver process's own RNG states (absent in older
+  checkpoints).
 
 Under ``[cluster] strategy = "fsdp2"`` the weights and optimizer tensors are sharded across the workers: they are
 gathered whole and written once, in ``worker_0/`` (``trainable``, ``adapters``, ``optimizer``), and every worker
@@ -21,6 +23,10 @@ same whatever the strategy.
 A checkpoint is written into ``.tmp_step_<N>`` and renamed when complete; ``checkpoints/latest`` (a one-line
 file naming the directory) is replaced last, atomically. A crash or a full disk at any point leaves the
 previous checkpoint and pointer intact. Loading reads only safetensors and JSON: nothing is unpickled.
+
+A run resumed from an older checkpoint (``resume = "<path>"``) starts a new branch: when it publishes step N,
+the step directories >= N of the old branch are moved into ``checkpoints/abandoned/`` (kept, never counted as
+the newest), so ``keep_last`` prunes only the live branch and never the checkpoint just written.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ from typing import Any
 import numpy as np
 
 LATEST = "latest"
+#: where the checkpoints of a branch abandoned by resuming from an older step are kept
+ABANDONED = "abandoned"
+#: the driver's RNG states inside a checkpoint (the workers' are in ``worker_<rank>/``)
+DRIVER_DIR = "driver"
 STEP_DIR = re.compile(r"^step_(\d+)$")
 
 
@@ -52,18 +62,52 @@ def staging_dir(run_dir: Path, step: int) -> Path:
 
 
 def publish(run_dir: Path, staging: Path, step: int, keep_last: int) -> Path:
-    """Rename the complete staging directory to ``step_<N>``, then point ``latest`` at it, then prune."""
+    """Rename the complete staging directory to ``step_<N>``, point ``latest`` at it, then prune.
+
+    Step directories >= N belong to a branch this run abandoned by resuming from an older checkpoint: they are
+    renamed into ``abandoned/`` first, so at every instant ``latest`` (or, while it names a moved directory, the
+    highest ``step_<N>`` it falls back to) is a complete checkpoint of the live branch. ``keep_last`` then
+    deletes the oldest live checkpoints, never the one just written; each is renamed aside before it is
+    deleted, so a crash mid-delete leaves no half-deleted ``step_<N>`` to fall back to.
+    """
     root = checkpoints_dir(run_dir)
     final = root / f"step_{step}"
-    if final.exists():
-        shutil.rmtree(final)
     _fsync_tree(staging)
+    for stale in list_checkpoints(run_dir):
+        if _step_of(stale) >= step:
+            _move_into(stale, root / ABANDONED)
     staging.rename(final)
     write_text_atomic(root / LATEST, final.name + "\n")
     if keep_last > 0:
-        for old in list_checkpoints(run_dir)[:-keep_last]:
-            shutil.rmtree(old, ignore_errors=True)
+        older = [p for p in list_checkpoints(run_dir) if p != final]
+        for old in older[: max(0, len(older) - (keep_last - 1))]:
+            _delete(old)
+    for leftover in [*root.glob(".trash_*"), *(root / ABANDONED).glob(".trash_*")]:  # interrupted deletions
+        shutil.rmtree(leftover, ignore_errors=True)
     return final
+
+
+def _step_of(path: Path) -> int:
+    match = STEP_DIR.match(path.name)
+    assert match is not None, path
+    return int(match.group(1))
+
+
+def _move_into(path: Path, folder: Path) -> None:
+    """Rename ``path`` into ``folder``, replacing an older directory of that name (an earlier abandoned branch)."""
+    folder.mkdir(exist_ok=True)
+    target = folder / path.name
+    if target.exists():
+        _delete(target)
+    path.rename(target)
+
+
+def _delete(path: Path) -> None:
+    """Rename aside (atomic), then delete: the name disappears at once even if the delete is interrupted."""
+    trash = path.parent / f".trash_{path.name}_{os.getpid()}"
+    shutil.rmtree(trash, ignore_errors=True)
+    path.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -216,6 +260,15 @@ def load_optimizer(optimizer: Any, directory: Path) -> None:
         if "betas" in group:
             group["betas"] = tuple(group["betas"])
     optimizer.load_state_dict({"state": state, "param_groups": groups})
+
+
+def seed_global_rngs(seed: int) -> None:
+    """Seed this process's python, numpy and torch global RNGs, so whatever draws from them repeats per seed."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
 
 
 def save_rng(directory: Path) -> None:

@@ -1,8 +1,9 @@
 """Prompt sources and the seeded prompt sampler.
 
 A source is a file (``.txt``: one prompt per line; ``.jsonl``: objects with a ``prompt`` key, other keys are
-passed to rewards as metadata) or ``package:<module>:<relative path>`` for prompt sets a plugin ships as
-package data (``package:omni_rl_shapes:prompts/train.txt``).
+passed to rewards as metadata; ``.parquet``: a ``prompt`` (or ``caption``) column, other columns are metadata, see
+:mod:`omni_rl.data_parquet`) or ``package:<module>:<relative path>`` for prompt sets a plugin ships as package
+data (``package:omni_rl_shapes:prompts/train.txt``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import Any
 
 import attrs
 
+from omni_rl.data_parquet import is_parquet, read_parquet_rows
 from omni_rl.errors import ConfigError
+
+SOURCE_HINT = (
+    "give a .txt (one prompt per line), .jsonl (one {\"prompt\": ...} object per line) or .parquet (a 'prompt' "
+    "column) file path"
+)
 
 
 @attrs.frozen
@@ -26,32 +33,47 @@ class PromptRecord:
 
 def read_prompt_source(source: str, *, config_path: str) -> list[PromptRecord]:
     """Read a prompt source; ``config_path`` (e.g. ``$.data.train``) names it in errors."""
-    text, name = _read_text(source, config_path)
-    if name.endswith(".jsonl"):
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                records.append(PromptRecord(str(obj.pop("prompt")), obj))
-            except (json.JSONDecodeError, KeyError, AttributeError) as exc:
-                raise ConfigError(
-                    f"{name}:{number}: not a JSON object with a 'prompt' key ({exc}) @ {config_path}",
-                    hint='each line of a .jsonl prompt file must look like {"prompt": "a red circle"}',
-                ) from None
+    data, name = _read_bytes(source, config_path)
+    if is_parquet(data, name):
+        records = [PromptRecord(prompt, metadata) for prompt, metadata in read_parquet_rows(data, name, config_path)]
     else:
-        records = [PromptRecord(line.strip()) for line in text.splitlines() if line.strip()]
+        records = _text_records(data, source, name, config_path)
     if not records:
         raise ConfigError(f"prompt source {source!r} holds no prompts @ {config_path}")
     return records
 
 
-def _read_text(source: str, config_path: str) -> tuple[str, str]:
+def _text_records(data: bytes, source: str, name: str, config_path: str) -> list[PromptRecord]:
+    """A .jsonl file's objects, or any other text file's non-empty lines."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"prompt source {source!r} is neither a UTF-8 text file nor a parquet file @ {config_path}",
+            hint=SOURCE_HINT,
+        ) from None
+    if not name.endswith(".jsonl"):
+        return [PromptRecord(line.strip()) for line in text.splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            records.append(PromptRecord(str(obj.pop("prompt")), obj))
+        except (json.JSONDecodeError, KeyError, AttributeError) as exc:
+            raise ConfigError(
+                f"{name}:{number}: not a JSON object with a 'prompt' key ({exc}) @ {config_path}",
+                hint='each line of a .jsonl prompt file must look like {"prompt": "a red circle"}',
+            ) from None
+    return records
+
+
+def _read_bytes(source: str, config_path: str) -> tuple[bytes, str]:
     if source.startswith("package:"):
         try:
             _, module, relative = source.split(":", 2)
-            return resources.files(module).joinpath(relative).read_text(encoding="utf-8"), relative
+            return resources.files(module).joinpath(relative).read_bytes(), relative
         except (ValueError, ModuleNotFoundError, FileNotFoundError, OSError) as exc:
             raise ConfigError(
                 f"cannot read prompt source {source!r} ({exc}) @ {config_path}",
@@ -62,9 +84,9 @@ def _read_text(source: str, config_path: str) -> tuple[str, str]:
     if not path.is_file():
         raise ConfigError(
             f"prompt file {source!r} does not exist @ {config_path}",
-            hint="give a .txt (one prompt per line) or .jsonl file path, relative to the working directory",
+            hint=f"{SOURCE_HINT}, relative to the working directory",
         )
-    return path.read_text(encoding="utf-8"), path.name
+    return path.read_bytes(), path.name
 
 
 class PromptSampler:

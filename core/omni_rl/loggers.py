@@ -65,10 +65,19 @@ def _suggestion(name: str) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def build_loggers(backends: list[str], run_dir: Path, run_name: str, config_dict: Mapping[str, Any]) -> list[Logger]:
+def build_loggers(
+    backends: list[str],
+    run_dir: Path,
+    run_name: str,
+    config_dict: Mapping[str, Any],
+    *,
+    first_step: int | None = None,
+) -> list[Logger]:
     """The external loggers ``backends`` selects, in order (``console``/``jsonl`` are accepted and skipped).
 
     ``config_dict`` is the resolved, TOML-shaped config; backends that show a run's config record it.
+    ``first_step`` (None: not known) is the first step that will be logged; TensorBoard hides the events an
+    earlier attempt wrote from that step on, so steps a resumed run recomputes do not show twice.
     Raises ConfigError for an unknown name and RuntimeFailure when a selected backend's package is missing.
     """
     check_backends(backends)
@@ -76,7 +85,7 @@ def build_loggers(backends: list[str], run_dir: Path, run_name: str, config_dict
     try:
         for name in dict.fromkeys(backends):  # a repeated name logs once
             if name == "tensorboard":
-                loggers.append(TensorBoardLogger(run_dir, config_dict))
+                loggers.append(TensorBoardLogger(run_dir, config_dict, purge_step=first_step))
             elif name == "wandb":
                 loggers.append(WandbLogger(run_dir, run_name, config_dict))
     except BaseException:
@@ -100,13 +109,14 @@ def _require(backend: str) -> ModuleType:
 class TensorBoardLogger:
     """Scalars and images as TensorBoard event files in ``<run_dir>/tensorboard`` (``tensorboard --logdir``)."""
 
-    def __init__(self, run_dir: Path, config_dict: Mapping[str, Any]) -> None:
+    def __init__(self, run_dir: Path, config_dict: Mapping[str, Any], purge_step: int | None = None) -> None:
         # torch.utils.tensorboard hides which package is missing; importing tensorboard first names it
         _require("tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
         self.log_dir = Path(run_dir) / "tensorboard"
-        self.writer = SummaryWriter(log_dir=str(self.log_dir))
+        # purge_step: TensorBoard drops the events of earlier files at or after it (a resume recomputes them)
+        self.writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=purge_step)
         # TensorBoard's text tab renders markdown: indenting by 4 spaces shows the config verbatim
         text = "\n".join("    " + line for line in _config_json(config_dict).splitlines())
         self.writer.add_text("config", text, global_step=0)

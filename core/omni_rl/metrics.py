@@ -38,7 +38,8 @@ class MetricsLogger:
     image grids to the external backends (``tensorboard``, ``wandb``) the config selects.
 
     ``config`` (the resolved, TOML-shaped config) is recorded by the backends that show a run's config; the run
-    is named after its directory.
+    is named after its directory. ``first_step`` is the first step this logger will write (a resumed run's first
+    recomputed step): backends that keep their own history hide what an earlier attempt logged from it on.
     """
 
     def __init__(
@@ -49,9 +50,12 @@ class MetricsLogger:
         console: Console,
         *,
         config: Mapping[str, Any] | None = None,
+        first_step: int | None = None,
     ) -> None:
         # built first: an unknown or missing backend fails before anything is opened
-        self.external: list[Logger] = build_loggers(backends, run_dir, run_dir.name, config or {})
+        self.external: list[Logger] = build_loggers(
+            backends, run_dir, run_dir.name, config or {}, first_step=first_step
+        )
         self.path = run_dir / "metrics.jsonl"
         self.console = console
         self.show_console = "console" in backends

@@ -20,6 +20,7 @@ import os
 import re
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -207,29 +208,27 @@ class PluginManager:
         disabled = parse_name_list(environ.get(DISABLE_ENV)) or frozenset()
         found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if entry_points is None else entry_points
         # sorted, so listings and conflict messages do not depend on the order of directories on disk
-        eps = sorted(found, key=lambda ep: (canonical_name(_distribution_name(ep)), ep.name))
+        eps = sorted(((ep, _origin(ep)) for ep in found), key=lambda e: (canonical_name(e[1].distribution), e[0].name))
         matched: set[str] = set()
-        for ep in eps:
-            keys = _selection_keys(ep)
+        for ep, origin in eps:
+            keys = frozenset({canonical_name(ep.name), canonical_name(origin.distribution)})
             matched |= keys
             status: Status = "active"
             if keys & disabled or (only is not None and not keys & only):
                 status = "disabled"
-            self._load_one(ep, status)
+            self._load_one(ep, origin, status)
         for env, names in ((LOAD_ENV, only or frozenset()), (DISABLE_ENV, disabled)):
             for unknown in sorted(names - matched):
                 self.warnings.append(
                     f"{env} names {unknown!r}, which is not an installed plugin" + _suggest(unknown, sorted(matched))
                 )
 
-    def _load_one(self, ep: importlib.metadata.EntryPoint, status: Status) -> None:
-        distribution = _distribution_name(ep)
-        version = ep.dist.version if ep.dist is not None else "unknown"
-        name = f"{distribution}:{ep.name}"
+    def _load_one(self, ep: importlib.metadata.EntryPoint, origin: _Origin, status: Status) -> None:
+        name = f"{origin.distribution}:{ep.name}"
         info = PluginInfo(
             name=name,
-            distribution=distribution,
-            version=version,
+            distribution=origin.distribution,
+            version=origin.version,
             entry_point_name=ep.name,
             entry_point_value=ep.value,
             status=status,
@@ -238,6 +237,9 @@ class PluginManager:
             return
         self._infos[name] = info
         if status == "disabled":
+            return
+        if origin.problem is not None:  # a half-written install: do not import code we cannot attribute
+            self._infos[name] = info.failed(origin.problem)
             return
         try:
             plugin = ep.load()
@@ -253,12 +255,50 @@ class PluginManager:
             self._infos[name] = info.failed(message, details)
 
 
-def _distribution_name(ep: importlib.metadata.EntryPoint) -> str:
-    return ep.dist.metadata["Name"] if ep.dist is not None else "unknown"
+@attrs.frozen
+class _Origin:
+    """The distribution an entry point comes from; ``problem`` says why its metadata is unusable."""
+
+    distribution: str
+    version: str
+    problem: str | None = None
 
 
-def _selection_keys(ep: importlib.metadata.EntryPoint) -> frozenset[str]:
-    return frozenset({canonical_name(ep.name), canonical_name(_distribution_name(ep))})
+def _origin(ep: importlib.metadata.EntryPoint) -> _Origin:
+    """Name and version of ``ep``'s distribution; never raises.
+
+    A broken install (a ``*.dist-info`` whose METADATA lacks ``Name``, or cannot be read) must not stop the
+    other plugins from loading: it gets a stand-in name (from its folder, else the entry point) and a problem
+    that makes it ``error``.
+    """
+    dist = ep.dist
+    if dist is None:
+        return _Origin("unknown", "unknown")
+    folder = _metadata_folder(dist)
+    folder_name, _, folder_version = folder.name.rsplit(".", 1)[0].partition("-") if folder else ("", "", "")
+    where = f" ({folder})" if folder else ""
+    try:
+        metadata = dist.metadata
+        name = metadata.get("Name") if metadata is not None else None
+        version = metadata.get("Version") if metadata is not None else None
+    except Exception as exc:  # an unreadable METADATA file
+        name = version = None
+        problem = f"cannot read the distribution's metadata{where}: {describe_exception(exc)}"
+    else:
+        problem = f"the distribution's METADATA{where} has no Name" if not name else None
+    if problem is not None:
+        problem += "; reinstall the distribution or remove that folder"
+    return _Origin(
+        distribution=str(name or folder_name or ep.name or "unknown"),
+        version=str(version or folder_version or "unknown"),
+        problem=problem,
+    )
+
+
+def _metadata_folder(dist: importlib.metadata.Distribution) -> Path | None:
+    """The ``*.dist-info`` / ``*.egg-info`` folder of an installed distribution (None if it has none)."""
+    path = getattr(dist, "_path", None)  # PathDistribution's folder; importlib.metadata has no public name for it
+    return Path(path) if isinstance(path, (str, os.PathLike)) else None
 
 
 def _suggest(name: str, candidates: list[str]) -> str:

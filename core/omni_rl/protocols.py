@@ -25,7 +25,31 @@ from omni_rl.batch import (
     TrajectoryLossInputs,
 )
 
-View = Literal["current", "old", "reference"]
+#: the policies a loss can ask the update to evaluate (``LossRequirements.views``): "old" and "ema" are named
+#: LoRA adapters the loss adds in ``setup``, "reference" is the model with its adapters off
+View = Literal["current", "old", "reference", "ema"]
+
+#: Optional members of each kind's component, used when present: not part of the structural check, so
+#: components written before them still conform. docs/hooks.md documents each one (a meta-test checks both).
+OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
+    "model": (
+        "export_pipeline",
+        "encode_images",
+        "keep_reference_copy",
+        "fsdp_units",
+        "add_adapter",
+        "use_adapter",
+        "blend_adapter",
+    ),
+    "loss": (
+        "setup",
+        "before_update",
+        "after_optimizer_step",
+        "after_update",
+        "checkpoint_state",
+        "load_checkpoint_state",
+    ),
+}
 
 
 @runtime_checkable
@@ -43,6 +67,11 @@ class DiffusionModel(Protocol):
     :meth:`decode` would turn back into them (deterministic: the VAE posterior's mean); ``keep_reference_copy()
     -> None`` makes :meth:`disable_adapters` usable under full fine-tuning by keeping a frozen copy of the
     transformer as it is now (a no-op with LoRA, where adapters off is the reference).
+
+    Optional members for losses with an ``"old"`` or ``"ema"`` view (DiffusionNFT, AWM), named LoRA adapters:
+    ``add_adapter(name, *, copy_from="default")``, ``use_adapter(name)`` (a context in which that adapter is
+    active) and ``blend_adapter(target, source="default", *, decay)`` (``target ← decay·target + (1 − decay)·
+    source``).
 
     Under ``[cluster] strategy = "fsdp2"`` the worker shards :attr:`transformer` with ``fully_shard`` (optional
     member ``fsdp_units() -> list[Module]`` names the modules sharded one by one; by default the entries of the

@@ -194,25 +194,54 @@ class Registry:
     def unknown(self, kind: str, name: str) -> tuple[str, str]:
         """(message, hint) for a name nobody provides: the closest names, what exists, what failed."""
         _check_kind(kind)
-        failed = [info for info in self.plugins if info.status == "error"]
-        tail = ""
-        if failed:
-            tail = "; plugins that failed to load: " + ", ".join(f"{i.label} ({i.error})" for i in failed)
+        tail = self._failed_tail()
         hint = "`omni-rl plugins --components` lists every plugin and what it provides"
         available = sorted(self._by_key[kind])
         if not available:
-            suggested = SUGGESTED_DISTRIBUTION.get(kind, "a plugin")
             return (
-                f"unknown {kind} {name!r}: no installed plugin provides a {kind}{tail}",
-                f"install a plugin that provides one, e.g. pip install {suggested}; {hint}",
+                f"unknown {kind} {name!r}: no installed plugin provides {_article(kind)} {kind}{tail}",
+                f"{_install_advice(kind)}; {hint}",
             )
         close = suggest(name, available)
         lead = f"; did you mean {close!r}? " if close else "; "
         return f"unknown {kind} {name!r}{lead}available: {', '.join(self.names(kind))}{tail}", hint
 
+    def unknown_problem(self, kind: str, name: str) -> str:
+        """:meth:`unknown` as one line of a config error, which has a single hint for all its lines: when no
+        installed plugin provides the kind at all, the line itself says what to install."""
+        message, _ = self.unknown(kind, name)
+        if self._by_key[kind]:
+            return message
+        tail = self._failed_tail()
+        return message.removesuffix(tail) + f" ({_install_advice(kind)}){tail}"
+
+    def _failed_tail(self) -> str:
+        failed = [info for info in self.plugins if info.status == "error"]
+        if not failed:
+            return ""
+        return "; plugins that failed to load: " + ", ".join(f"{i.label} ({i.error})" for i in failed)
+
     def plugin_versions(self) -> list[str]:
-        """``distribution==version`` of every active plugin distribution, sorted and without repeats."""
-        return sorted({f"{i.distribution}=={i.version}" for i in self.plugins if i.status == "active"})
+        """``distribution==version`` of every plugin distribution, sorted and without repeats (``plugins.txt``).
+
+        Disabled and failed plugins are listed too, marked with a pip comment (``name==1.0  # disabled``,
+        ``name==1.0  # error: <why>``): a run's record must show what was installed but not used, since a
+        plugin that failed to load can change what a name resolves to on another machine.
+        """
+        by_distribution: dict[tuple[str, str], list[PluginInfo]] = {}
+        for info in self.plugins:
+            by_distribution.setdefault((info.distribution, info.version), []).append(info)
+        lines = []
+        for (distribution, version), infos in sorted(by_distribution.items()):
+            errors = [" ".join((i.error or "failed").split()) for i in infos if i.status == "error"]
+            if errors:
+                comment = "  # error: " + "; ".join(errors)
+            elif any(i.status == "active" for i in infos):
+                comment = ""
+            else:
+                comment = "  # disabled"
+            lines.append(f"{distribution}=={version}{comment}")
+        return lines
 
 
 class _HookProblem(Exception):
@@ -259,6 +288,16 @@ def suggest(name: str, candidates: Sequence[str]) -> str | None:
         return dotted[0]
     close = difflib.get_close_matches(lowered, list(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
+
+
+def _article(word: str) -> str:
+    """The article for a kind name: "an algorithm", "an advantage", "a model" (vowel letters suffice here)."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _install_advice(kind: str) -> str:
+    suggested = SUGGESTED_DISTRIBUTION.get(kind, "a plugin")
+    return f"install a plugin that provides one, e.g. pip install {suggested}"
 
 
 def _check_kind(kind: str) -> None:

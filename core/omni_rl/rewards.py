@@ -8,7 +8,7 @@ unless its section sets ``on_error = "zero"``: then that reward scores the batch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import numpy as np
@@ -59,25 +59,54 @@ class CombinedReward:
                 ray.kill(self.models[k])
                 self.models[k] = None
 
+    def actor_resources(self) -> list[dict[str, float]]:
+        """What each reward actor asks Ray for (the run checks that the cluster has it before starting)."""
+        return [actor_resources(section.resources) for section in self.sections if section.resources]
+
+    def start(self) -> None:
+        """Start every reward actor now, all at once, and wait until they hold their resources: a reward that
+        cannot be placed fails the run before the first rollout, not after it."""
+        import ray
+
+        waiting = {}
+        for k, section in enumerate(self.sections):
+            if section.resources and self.models[k] is None:
+                self.models[k] = self._start_actor(k)
+                waiting[self.models[k].__ray_ready__.remote()] = k
+        if not waiting:
+            return
+        # a reward that fails to build is not an error here: its first batch fails, as on_error says
+        _, unplaced = ray.wait(list(waiting), num_returns=len(waiting), timeout=REWARD_ACTOR_TIMEOUT_S)
+        if unplaced:
+            self._unplaced(waiting[unplaced[0]])
+
+    def _start_actor(self, k: int) -> Any:
+        import ray
+
+        resources = actor_resources(self.sections[k].resources)
+        options = {"num_cpus": resources.pop("CPU"), "num_gpus": resources.pop("GPU")}
+        return ray.remote(**options, resources=resources or None)(RewardActor).remote(self.sections[k], self.ctx)
+
+    def _unplaced(self, k: int) -> NoReturn:
+        import ray
+
+        self.close()
+        raise RuntimeFailure(
+            f"reward {self.names[k]!r} could not get its resources {dict(self.sections[k].resources)} within "
+            f"{REWARD_ACTOR_TIMEOUT_S} s (cluster has {ray.cluster_resources()}, free {ray.available_resources()})",
+            hint="lower its [[reward]] resources or add nodes / GPUs to the cluster",
+        )
+
     def _remote(self, k: int) -> Any:
-        """The Ray actor of a reward with its own resources, started on first use (Ray is up by then)."""
+        """The Ray actor of a reward with its own resources (started by :meth:`start`, or here on first use)."""
         if self.models[k] is None:
             import ray
 
-            section = self.sections[k]
-            resources = dict(section.resources)
-            options = {"num_cpus": resources.pop("CPU", 1), "num_gpus": resources.pop("GPU", 0)}
-            actor = ray.remote(**options, resources=resources or None)(RewardActor).remote(section, self.ctx)
+            actor = self._start_actor(k)
             ready, _ = ray.wait([actor.__ray_ready__.remote()], timeout=REWARD_ACTOR_TIMEOUT_S)
-            if not ready:
-                ray.kill(actor)
-                raise RuntimeFailure(
-                    f"reward {self.names[k]!r} could not get its resources {dict(section.resources)} within "
-                    f"{REWARD_ACTOR_TIMEOUT_S} s (cluster has {ray.cluster_resources()}, "
-                    f"free {ray.available_resources()})",
-                    hint="lower its [[reward]] resources or add nodes / GPUs to the cluster",
-                )
             self.models[k] = actor
+            if not ready:
+                self._unplaced(k)
         return self.models[k]
 
     def __call__(
@@ -131,6 +160,13 @@ class RewardActor:
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult | np.ndarray:
         return self.model(images, prompts, metadata)
+
+
+def actor_resources(resources: Mapping[str, float]) -> dict[str, float]:
+    """A ``[[reward]] resources`` table as the actor's Ray request: 1 CPU and no GPU unless it says otherwise."""
+    out = {"CPU": 1.0, "GPU": 0.0}
+    out.update({key: float(value) for key, value in resources.items()})
+    return out
 
 
 def _unique_names(names: list[str]) -> list[str]:

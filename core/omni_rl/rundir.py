@@ -29,7 +29,9 @@ class RunStart:
 
 
 def resolve_run_start(config: ResolvedConfig) -> RunStart:
-    run_dir = Path(config.run.output_dir)
+    # absolute on the driver: every path sent to the workers (checkpoints) derives from it, and a worker on another
+    # node would resolve a relative path in its own working directory
+    run_dir = Path(config.run.output_dir).expanduser().absolute()
     resume = config.run.resume
     has_run = (run_dir / "metrics.jsonl").exists() or bool(list_checkpoints(run_dir))
     if resume == "never":
@@ -42,7 +44,7 @@ def resolve_run_start(config: ResolvedConfig) -> RunStart:
     if resume == "auto":
         checkpoint = latest_checkpoint(run_dir)
     else:
-        checkpoint = Path(resume)
+        checkpoint = Path(resume).expanduser().absolute()
         if not (checkpoint / "trainer_state.json").is_file():
             raise ConfigError(
                 f"resume path {resume!r} is not a complete omni-rl checkpoint (no trainer_state.json) @ $.run.resume",

@@ -73,12 +73,16 @@ class ClusterConfig:
     #: "bf16": FSDP2 computes in bfloat16 (weights all-gathered in bfloat16, gradients reduced in float32, the
     #: optimizer steps float32 shards); GPU workers with strategy = "fsdp2" only. "no": the model's own dtype
     mixed_precision: Literal["no", "bf16"] = attrs.field(default="no", validator=_mixed_precision_supported)
+    #: seconds a worker waits inside a collective (all-reduce, FSDP2 all-gather) for its peers before failing.
+    #: A dead worker is detected by the driver at once; this bounds a peer that is alive but stuck
+    collective_timeout_s: float = attrs.field(default=1800.0, validator=_positive)
 
 
 @attrs.frozen(kw_only=True)
 class DataConfig:
     """``[data]``: prompt sources. A source is a file path (.txt one prompt per line, .jsonl with a ``prompt``
-    key and optional metadata) or ``package:<module>:<relative path>`` for prompt sets shipped by a plugin."""
+    key and optional metadata, .parquet with a ``prompt`` column and optional metadata columns) or
+    ``package:<module>:<relative path>`` for prompt sets shipped by a plugin."""
 
     train: str = ""
     val: str = ""

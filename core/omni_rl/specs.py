@@ -8,7 +8,7 @@ importing the component's heavy code: ``factory`` is called only when the compon
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -56,6 +56,12 @@ class ComponentSpec:
     config: type = attrs.field(default=NoOptions, validator=_check_config)
     summary: str = ""
     aliases: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_check_aliases)
+    #: ``check(components) -> problems``: what this component's options alone cannot validate because it
+    #: depends on other sections (e.g. a loss option that only some samplers can serve). ``components`` maps
+    #: each section whose options are valid (``model``, ``sampler``, ``rollout``, ``loss``, ``reward[0]``, ...)
+    #: to its :class:`~omni_rl.schema.ResolvedComponent`; each problem is a ``"what and the fix @ $.path"``
+    #: line reported with the config's other problems (``omni-rl check`` and ``run``, before anything starts).
+    check: Callable[[Mapping[str, Any]], Iterable[str]] | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -46,6 +46,8 @@ class Trainer:
     def __init__(self, config: ResolvedConfig, console: Console | None = None) -> None:
         self.config = config
         self.console = console or Console()
+        # the driver's own draws (a reward's, an advantage's) repeat per seed; a resume restores the saved state
+        checkpoint.seed_global_rngs(config.run.seed)
         components = config.components
         if components["loss"].spec is None:  # pragma: no cover - config validation guarantees it
             raise ConfigError("no loss configured @ $.loss")
@@ -182,12 +184,14 @@ class Trainer:
             self.prompts.load_state_dict(start.state["prompt_sampler"])
             self.consecutive_skips = int(start.state.get("consecutive_skips", 0))
             self.console.print(f"resuming from [cyan]{start.checkpoint}[/] at step {first_step}")
-        with ray_session(config.cluster) as ray_description, InterruptGuard(self.console) as interrupt:
+        reward_actors = self.rewards.actor_resources()
+        with ray_session(config.cluster, reward_actors) as ray_description, InterruptGuard(self.console) as interrupt:
             self.console.print(f"Ray: {ray_description}")
             group = WorkerGroup(
                 config, lambda: f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
             )
             try:
+                self.rewards.start()  # before the first rollout: a reward actor that cannot be placed fails now
                 info = group.infos[0]
                 self.console.print(
                     f"{group.size} policy worker(s) on {info['device']}: {info['trainable_parameters']:,} trainable "
@@ -196,6 +200,7 @@ class Trainer:
                 resumed = start.checkpoint is not None
                 if resumed:
                     group.call("load_state", str(start.checkpoint))
+                self._reset_driver_rng(start.checkpoint)
                 last_saved = self._train_loop(group, run_dir, first_step, resumed, interrupt)
             finally:
                 # on success and on errors alike: no orphaned workers holding the cluster's resources
@@ -222,7 +227,11 @@ class Trainer:
         Stops after the step in which an interrupt was requested (that step is checkpointed)."""
         config = self.config
         last_saved = first_step - 1
-        with MetricsLogger(run_dir, config.log.backends, config.run.steps, self.console, config=config.raw) as logger:
+        # the first step logged: a fresh run may log step 0 (validation before training), a resumed one first_step
+        first_logged = first_step if resumed else 0
+        with MetricsLogger(
+            run_dir, config.log.backends, config.run.steps, self.console, config=config.raw, first_step=first_logged
+        ) as logger:
             logger.progress.update(logger.task, completed=first_step - 1)
             if config.run.eval_before_training and not resumed:
                 logger.log(0, self.validate(group, 0, run_dir, logger), advance=False)
@@ -239,6 +248,16 @@ class Trainer:
                 if interrupt.requested:
                     break
         return last_saved
+
+    def _reset_driver_rng(self, resumed_from: Path | None) -> None:
+        """Right before the first step (after Ray's start-up, which may draw from them), the driver's global RNGs
+        take the state saved with the checkpoint resumed from, or the run seed's: a resumed run draws what the
+        uninterrupted one drew."""
+        saved = None if resumed_from is None else resumed_from / checkpoint.DRIVER_DIR
+        if saved is not None and (saved / "rng.json").is_file():  # absent in checkpoints of older versions
+            checkpoint.load_rng(saved)
+        else:
+            checkpoint.seed_global_rngs(self.config.run.seed)
 
     @staticmethod
     def resume_command(run_dir: Path) -> str:
@@ -274,6 +293,8 @@ class Trainer:
                     "consecutive_skips": self.consecutive_skips,
                 },
             )
+            (staging / checkpoint.DRIVER_DIR).mkdir()
+            checkpoint.save_rng(staging / checkpoint.DRIVER_DIR)
             return checkpoint.publish(run_dir, staging, step, self.config.run.keep_last)
         except (OSError, ray.exceptions.RayTaskError) as exc:
             shutil.rmtree(staging, ignore_errors=True)

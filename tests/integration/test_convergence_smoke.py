@@ -68,21 +68,40 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
     summary = convergence.summarize(quickstart_run / "metrics.jsonl")
     assert summary["steps"] == 2
     assert 0.0 <= summary["base"] <= 1.0 and 0.0 <= summary["final"] <= 1.0
+    assert summary["best"] >= summary["final"] and summary["best_step"] == 2
     assert summary["train_s"] > 0
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## Framework overhead\n\nkept\n")
-    convergence.write_report(report, {"flow_grpo": summary})
+    convergence.write_report(report, {("flow_grpo", 0): summary}, threads=2)
     text = report.read_text()
     assert "## Framework overhead\n\nkept" in text
-    assert "| flow_grpo | `docs/examples/quickstart.toml` |" in text
+    assert "| flow_grpo | `docs/examples/quickstart.toml` | 0 |" in text
+    assert "2 torch thread(s) per run" in text
+    header = next(line for line in text.splitlines() if line.startswith("| algorithm"))
+    row = next(line for line in text.splitlines() if line.startswith("| flow_grpo"))
+    assert header.count("|") == row.count("|")
     # a second report replaces the section instead of appending another
-    convergence.write_report(report, {"flow_grpo": summary})
+    convergence.write_report(report, {("flow_grpo", 0): summary})
     assert report.read_text().count("## Convergence on shapes") == 1
-    # a report of one algorithm (`--only`) keeps the other algorithms' rows, and the sections after it
+    # a report of one algorithm (`--only`) or seed keeps the other rows, and the sections after it
     text = report.read_text().replace("| flow_grpo |", "| dpo |", 1) + "\n## Later\n\nafter\n"
     report.write_text(text)
-    convergence.write_report(report, {"flow_grpo": summary})
+    convergence.write_report(report, {("flow_grpo", 0): summary, ("flow_grpo", 1): summary})
     text = report.read_text()
-    assert "| dpo | `docs/examples/quickstart.toml` |" in text and "| flow_grpo |" in text
-    assert text.index("| flow_grpo |") < text.index("| dpo |")
+    assert "| dpo | `docs/examples/quickstart.toml` | 0 |" in text and "| flow_grpo |" in text
+    assert text.index("| flow_grpo | `docs/examples/quickstart.toml` | 1 |") < text.index("| dpo |")
+    gain = summary["best"] - summary["base"]
+    assert f"flow_grpo, mean over 2 seeds: best − base {gain:+.3f}" in text
     assert "\n\n## Later\n\nafter\n" in text
+
+
+@pytest.mark.slow
+def test_quickstart_gains_two_tenths(tmp_path: Path, ray_cluster: None) -> None:
+    """The Quickstart as is (about ten minutes on 2 threads): the issue's +0.2 val reward over the base, at the
+    best evaluation, for the shipped seed. Other seeds gain less (docs/benchmarks.md); this keeps the shipped claim
+    executable. Deselected by default (`-m "not slow"`); run with `pytest -m slow`."""
+    out = tmp_path / "run"
+    assert main(["run", str(QUICKSTART), "--set", f"run.output_dir={out}"]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    val = [row["val/reward/mean"] for row in sorted(rows, key=lambda r: r["step"]) if "val/reward/mean" in row]
+    assert max(val[1:]) - val[0] >= 0.2, val

@@ -1,14 +1,17 @@
-"""A non-finite loss or gradient skips the optimizer step and is counted; K such steps in a row stop the run."""
+"""A non-finite loss or gradient skips the optimizer step and is counted; K such steps in a row stop the run,
+with the last good checkpoint intact."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from omni_rl import build, load_config
+from omni_rl import build, checkpoint, load_config
 from omni_rl.batch import LossOutput
+from omni_rl.cli import main
 from omni_rl.errors import RuntimeFailure
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.stepping import merge_stats
@@ -61,3 +64,59 @@ def test_consecutive_skipped_steps_stop_the_run(tiny_sd3: Path, tmp_path: Path) 
     assert not trainer._track_skips(diverged, 2, tmp_path)
     with pytest.raises(RuntimeFailure, match="2 consecutive steps had a non-finite loss or gradient"):
         trainer._track_skips(diverged, 3, tmp_path)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_diverging_run_stops_and_leaves_the_last_good_checkpoint_as_written(
+    tiny_sd3: Path, tmp_path: Path, ray_cluster: None, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """lr = 1e30: step 1's update overflows the LoRA, so from step 2 on every loss is NaN and every optimizer
+    step is skipped; with max_consecutive_skips = 2 the run stops after step 3, keeping step 1's checkpoint."""
+    out = tmp_path / "run"
+    published: dict[str, dict[str, bytes]] = {}
+    real_publish = checkpoint.publish
+
+    def publish_and_record(run_dir: Path, staging: Path, step: int, keep_last: int) -> Path:
+        final = real_publish(run_dir, staging, step, keep_last)
+        published[final.name] = _files(final)
+        return final
+
+    monkeypatch.setattr(checkpoint, "publish", publish_and_record)
+    sets = [
+        f"run.output_dir={out}",
+        f"model.options.path={tiny_sd3}",
+        "run.steps=5",
+        "run.save_every=1",
+        "rollout.options.height=32",
+        "rollout.options.width=32",
+        "rollout.options.group_size=4",
+        "rollout.options.batch_size=4",
+        "data.prompts_per_step=2",
+        "optim.micro_batch=4",
+        "optim.mini_batch=8",
+        "optim.lr=1e30",
+        "optim.max_consecutive_skips=2",
+        "cluster.cpus_per_worker=1",
+        "log.image_every=0",
+    ]
+    assert main(["run", str(EXAMPLE), *[a for s in sets for a in ("--set", s)]]) == 1
+    captured = capsys.readouterr()
+    text = " ".join((captured.out + captured.err).split())
+    assert "stopped at step 3: 2 consecutive steps had a non-finite loss or gradient" in text
+    assert f"the last good checkpoint is {out / 'checkpoints' / 'step_1'}" in text
+    assert "--set run.resume=auto" in text and "Traceback" not in text
+
+    rows = {r["step"]: r for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
+    assert sorted(rows) == [1, 2, 3]
+    assert rows[1]["actor/optimizer_steps"] >= 1
+    for step in (2, 3):
+        assert rows[step]["actor/optimizer_steps"] == 0 and rows[step]["actor/skipped_steps"] >= 1
+        assert rows[step]["actor/loss"] is None  # NaN, written as null
+    assert list(published) == ["step_1"]  # the skipped steps wrote no checkpoint
+    latest = checkpoint.latest_checkpoint(out)
+    assert latest == out / "checkpoints" / "step_1"
+    assert _files(latest) == published["step_1"]  # byte for byte what was written after step 1
+    assert {p.name for p in (out / "checkpoints").iterdir()} == {"latest", "step_1"}  # no staging left behind

@@ -1,8 +1,9 @@
-"""Run lifecycle: exact resume after SIGKILL, SIGINT with a checkpoint, refusing to overwrite a run,
-a failed checkpoint write leaving the previous one intact."""
+"""Run lifecycle: exact resume after SIGKILL, SIGINT with a checkpoint, a second SIGINT exiting at once,
+refusing to overwrite a run, a failed checkpoint write leaving the previous one intact."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from omni_rl import checkpoint
 from omni_rl.cli import main
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
+PROMPTS = Path(__file__).parents[2] / "docs" / "examples" / "prompts" / "objects.txt"
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
 
 
@@ -64,32 +66,46 @@ def _latest_is(run_dir: Path, name: str):
     return lambda: pointer.exists() and pointer.read_text().strip() == name
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Whatever the run started (its embedded Ray) goes with it; a run already gone is fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def test_sigkill_then_resume_matches_the_uninterrupted_run_bit_for_bit(
     tmp_path: Path, tiny_sd3: Path, ray_cluster: None
 ) -> None:
+    # checkpoints at steps 3 and 6 only: killed once step_3 is published, the run resumes from step 3 exactly
+    # (three steps pass before the next checkpoint); validation every 2 steps puts val/* among what is compared
+    sets = (
+        "run.save_every=3",
+        "run.eval_every=2",
+        f"data.val={PROMPTS}",
+        "data.val_prompts=2",
+    )
     straight = tmp_path / "straight"
-    assert main(_args(straight, tiny_sd3)) == 0
+    assert main(_args(straight, tiny_sd3, *sets)) == 0
 
     killed = tmp_path / "killed"
-    proc = _spawn(_args(killed, tiny_sd3), tmp_path / "killed.log")
+    proc = _spawn(_args(killed, tiny_sd3, *sets), tmp_path / "killed.log")
     _wait_for(_latest_is(killed, "step_3"), proc, tmp_path / "killed.log")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    resumed_from = int(checkpoint.read_json(checkpoint.latest_checkpoint(killed) / "trainer_state.json")["step"])
-    assert resumed_from in (3, 4)
+    _kill_group(proc)
+    assert checkpoint.latest_checkpoint(killed) == killed / "checkpoints" / "step_3"
 
     resume = subprocess.run(
-        [sys.executable, "-m", "omni_rl.cli", *_args(killed, tiny_sd3, 'run.resume="auto"')],
+        [sys.executable, "-m", "omni_rl.cli", *_args(killed, tiny_sd3, *sets, 'run.resume="auto"')],
         env=ENV,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert resume.returncode == 0, resume.stdout + resume.stderr
-    assert f"at step {resumed_from + 1}" in resume.stdout
+    assert "at step 4" in resume.stdout
     expected, got = _rows(straight), _rows(killed)
     assert sorted(got) == [1, 2, 3, 4, 5, 6]
-    for step in range(resumed_from + 1, 7):
+    assert all("val/reward/mean" in got[step] for step in (2, 4, 6))
+    for step in range(4, 7):
         assert got[step] == expected[step], f"step {step} differs after resume"
 
 
@@ -107,6 +123,39 @@ def test_sigint_checkpoints_and_exits_130(tmp_path: Path, tiny_sd3: Path) -> Non
     assert latest is not None and (latest / "pytorch_lora_weights.safetensors").exists()
     step = checkpoint.read_json(latest / "trainer_state.json")["step"]
     assert step < 6 and max(_rows(out)) == step
+
+
+def test_a_second_sigint_exits_at_once_and_the_last_checkpoint_resumes(tmp_path: Path, tiny_sd3: Path) -> None:
+    out = tmp_path / "run"
+    log = tmp_path / "run.log"
+    proc = _spawn(_args(out, tiny_sd3, "run.steps=3"), log)
+    try:
+        _wait_for(_latest_is(out, "step_1"), proc, log)
+        os.kill(proc.pid, signal.SIGINT)
+        _wait_for(lambda: "Ctrl-C again" in log.read_text(), proc, log, timeout=60)  # the first one is handled
+        os.kill(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        assert proc.wait(timeout=30) == 130, log.read_text()[-3000:]
+        assert time.monotonic() - sent < 15, "the second SIGINT waited for the step to finish"
+        assert "second interrupt: exiting now" in log.read_text()
+    finally:
+        _kill_group(proc)
+    latest = checkpoint.latest_checkpoint(out)
+    assert latest is not None and (out / "checkpoints" / "latest").read_text().strip() == latest.name
+    saved = int(checkpoint.read_json(latest / "trainer_state.json")["step"])
+    assert saved in (1, 2)  # the step in flight when the second SIGINT came was abandoned, not half-written
+
+    resume = subprocess.run(
+        [sys.executable, "-m", "omni_rl.cli", *_args(out, tiny_sd3, "run.steps=3", 'run.resume="auto"')],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resume.returncode == 0, resume.stdout + resume.stderr
+    assert f"at step {saved + 1}" in resume.stdout
+    assert sorted(_rows(out)) == [1, 2, 3]
+    assert checkpoint.latest_checkpoint(out) == out / "checkpoints" / "step_3"
 
 
 def test_an_existing_run_is_not_overwritten(tmp_path: Path, tiny_sd3: Path, capsys: pytest.CaptureFixture) -> None:

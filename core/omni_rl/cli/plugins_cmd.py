@@ -52,9 +52,14 @@ def run_plugins(args: argparse.Namespace, output: Output, registry: Registry) ->
     output.print(_table(registry))
     if args.components:
         output.print(_components_table(registry))
-    for info in registry.plugins:
-        if info.status == "error" and info.details:
-            output.details(f"{info.label} ({info.entry_point}):\n{info.details}")
+    failed = [info for info in registry.plugins if info.status == "error"]
+    if failed:
+        # full lines, not a table column: an error folded into a narrow column cannot be read or grepped
+        output.print(Text("plugins that failed to load (the others work):", style="bold red"))
+        for info in failed:
+            output.print(Text(f"  - {info.label} ({info.entry_point}): {info.error}", style="red"))
+            if info.details:
+                output.details(f"{info.label} ({info.entry_point}):\n{info.details}")
     if registry.conflicts:
         output.print(Text("conflicts (`omni-rl check` and `omni-rl run` refuse to start):", style="bold red"))
         for conflict in registry.conflicts:
@@ -67,15 +72,13 @@ def _table(registry: Registry) -> Table:
     for column in ("distribution", "version", "status", "components"):
         table.add_column(column, no_wrap=True)
     table.add_column("entry point", overflow="fold")
-    table.add_column("error", overflow="fold")
-    for info in registry.plugins:
+    for info in registry.plugins:  # errors are listed in full under the table
         table.add_row(
             Text(info.distribution),
             Text(info.version),
             Text(info.status, style=_STATUS_STYLE.get(info.status, "")),
             _count_cell(registry, info),
             Text(info.entry_point),
-            Text(info.error or "", style="red"),
         )
     return table
 

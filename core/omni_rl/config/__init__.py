@@ -11,6 +11,7 @@ from omni_rl.config.converter import make_converter, shared_converter, structure
 from omni_rl.config.loader import core_version, load_config, resolve_config, structure_options
 from omni_rl.config.overrides import Override, apply_overrides, parse_override
 from omni_rl.config.presets import apply_preset, deep_merge, preset_problems
+from omni_rl.config.prompts import check_prompt_sources, prompt_source_problems
 from omni_rl.config.resolved import PLUGIN_VERSIONS, RESOLVED_CONFIG, resolved_toml, write_resolved
 from omni_rl.config.toml import dumps, parse_toml, parse_toml_text, parse_value
 
@@ -20,6 +21,7 @@ __all__ = [
     "Override",
     "apply_overrides",
     "apply_preset",
+    "check_prompt_sources",
     "core_version",
     "deep_merge",
     "dumps",
@@ -30,6 +32,7 @@ __all__ = [
     "parse_toml_text",
     "parse_value",
     "preset_problems",
+    "prompt_source_problems",
     "resolve_config",
     "resolved_toml",
     "shared_converter",

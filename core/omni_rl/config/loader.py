@@ -79,6 +79,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     problems += component_problems
     if file is not None:
         problems += _sharding_problems(file)
+        problems += _component_check_problems(file, chosen)
     if problems or file is None:
         raise ConfigError(_problems_message(source, _in_file_order(problems, raw)), hint=_hint(problems, registry))
     resolved = _resolved_components(file, chosen)
@@ -108,6 +109,18 @@ def _sharding_problems(file: TrainConfig) -> list[str]:
             "@ $.data.prompts_per_step"
         ]
     return []
+
+
+def _component_check_problems(file: TrainConfig, chosen: Mapping[str, tuple[Component, Any]]) -> list[str]:
+    """Checks across sections that components declare (``ComponentSpec.check``), e.g. a loss option that a
+    sampler cannot serve. Sections with invalid options are left out: their own problems are already listed."""
+    valid = {key: pair for key, pair in chosen.items() if pair[1] is not None}
+    resolved = _resolved_components(file, valid)
+    problems: list[str] = []
+    for component in resolved.values():
+        if component.spec.check is not None:
+            problems += list(component.spec.check(resolved))
+    return problems
 
 
 def structure_options(spec: ComponentSpec, options: Mapping[str, Any] | Any, path: str | None = None) -> Any:
@@ -157,7 +170,7 @@ def _resolve_components(
             continue
         component = registry.find(kind, name)
         if component is None:
-            problems.append(f"{registry.unknown(kind, name)[0]}{preset_note.get(key, '')} @ {path}.name")
+            problems.append(f"{registry.unknown_problem(kind, name)}{preset_note.get(key, '')} @ {path}.name")
             continue
         options = section.get("options", {})
         if not isinstance(options, Mapping):

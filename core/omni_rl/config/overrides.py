@@ -98,7 +98,6 @@ def _index(override: Override, key: str, array: Sequence[Any], where: str) -> in
         raise ConfigError(f"--set {override.text!r}: {parent} is an array; index it with a number ({parent}.0.{key})")
     index = int(key)
     if index > len(array):
-        raise ConfigError(
-            f"--set {override.text!r}: {where} is out of range ({len(array)} entries; {len(array)} appends one)"
-        )
+        entries = f"{len(array)} {'entry' if len(array) == 1 else 'entries'}"
+        raise ConfigError(f"--set {override.text!r}: {where} is out of range ({entries}; {len(array)} appends one)")
     return index

@@ -40,7 +40,7 @@ def apply_preset(raw: dict[str, Any], registry: Registry) -> tuple[dict[str, Any
     except PluginError as exc:
         return raw, [f"{exc.message} @ $.algorithm.name"], None
     if component is None:
-        return raw, [f"{registry.unknown('algorithm', name)[0]} @ $.algorithm.name"], None
+        return raw, [f"{registry.unknown_problem('algorithm', name)} @ $.algorithm.name"], None
     merged = copy.deepcopy(raw)
     problems = []
     for key, default in component.spec.defaults.items():  # type: ignore[attr-defined]
@@ -84,7 +84,7 @@ def preset_problems(spec: AlgorithmSpec, registry: Registry) -> list[str]:
                 continue
             component = registry.find(key, section.name)
             if component is None:
-                problems.append(f"{registry.unknown(key, section.name)[0]} @ {where}.name")
+                problems.append(f"{registry.unknown_problem(key, section.name)} @ {where}.name")
                 continue
             problems += structure(converter, section.options, component.spec.config, f"{where}.options")[1]
     return problems

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from omni_rl.errors import RuntimeFailure
@@ -12,12 +12,14 @@ from omni_rl.schema import ClusterConfig
 
 
 @contextmanager
-def ray_session(cluster: ClusterConfig) -> Iterator[str]:
+def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, float]] = ()) -> Iterator[str]:
     """Connect to Ray for the duration of a run; shut down only what this call started.
 
-    ``address = "local"`` starts an embedded single-machine cluster sized to fit the worker group (or reuses a
-    Ray this process already joined, as the test suite does); anything else is passed to ``ray.init(address=)``
-    (``"auto"``, ``"host:6379"``, ``"ray://host:10001"``). Yields a one-line description for the console.
+    ``address = "local"`` starts an embedded single-machine cluster sized to fit the worker group and the reward
+    actors (``reward_actors``: each one's Ray resources), or reuses a Ray this process already joined, as the
+    test suite does; anything else is passed to ``ray.init(address=)`` (``"auto"``, ``"host:6379"``,
+    ``"ray://host:10001"``). Either way the cluster is checked first to hold all of it. Yields a one-line
+    description for the console.
     """
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -35,6 +37,7 @@ def ray_session(cluster: ClusterConfig) -> Iterator[str]:
         try:
             if cluster.address == "local":
                 need = cluster.workers * max(cluster.cpus_per_worker, 1.0)
+                need += sum(actor.get("CPU", 0.0) for actor in reward_actors)
                 # address="local" forces a new embedded cluster: a bare ray.init() would silently join any
                 # cluster a `ray start` left running on this machine.
                 ray.init(address="local", num_cpus=max(int(need + 0.999), os.cpu_count() or 1), **kwargs)
@@ -50,7 +53,7 @@ def ray_session(cluster: ClusterConfig) -> Iterator[str]:
             ) from exc
         started = True
     try:
-        _check_resources(cluster)
+        _check_resources(cluster, reward_actors)
         yield f"{description} ({_resource_summary()})"
     finally:
         if started:
@@ -82,22 +85,66 @@ def _resource_summary() -> str:
     return f"{total.get('CPU', 0):g} CPU, {total.get('GPU', 0):g} GPU, {len(ray.nodes())} node(s)"
 
 
-def _check_resources(cluster: ClusterConfig) -> None:
-    """Fail fast, naming what is missing, instead of waiting forever for actors that cannot be placed."""
+def worker_bundle(cluster: ClusterConfig) -> dict[str, float]:
+    """One policy worker's Ray resources (a bundle of the worker group's placement group)."""
+    bundle = {"CPU": cluster.cpus_per_worker}
+    if cluster.gpus_per_worker:
+        bundle["GPU"] = cluster.gpus_per_worker
+    return bundle
+
+
+def _check_resources(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, float]] = ()) -> None:
+    """Fail fast, naming what is missing, instead of waiting for actors that cannot be placed.
+
+    Two checks: the cluster's totals cover the workers and the reward actors together, and each worker's bundle
+    and each reward actor fits on one node (a worker cannot span nodes: 8 GPUs over two 4-GPU nodes is enough in
+    total, but a worker of 8 GPUs fits nowhere)."""
     import ray
 
+    bundle = worker_bundle(cluster)
+    wanted: dict[str, float] = {key: cluster.workers * value for key, value in bundle.items()}
+    for actor in reward_actors:
+        for key, value in actor.items():
+            wanted[key] = wanted.get(key, 0.0) + value
     total = ray.cluster_resources()
-    wanted = {
-        "CPU": cluster.workers * cluster.cpus_per_worker,
-        "GPU": cluster.workers * cluster.gpus_per_worker,
-    }
     missing = [
-        f"{key}: need {need:g}, cluster has {total.get(key, 0):g}"
+        f"{key}: need {need:g} ({_breakdown(key, cluster, reward_actors)}), cluster has {total.get(key, 0):g}"
         for key, need in wanted.items()
         if need > total.get(key, 0) + 1e-9
     ]
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive", True)]
+    requests = [(f"each of the {cluster.workers} worker(s)", bundle)]
+    requests += [(f"reward actor {k + 1}", dict(actor)) for k, actor in enumerate(reward_actors)]
+    for who, request in requests:
+        if nodes and not any(_fits(request, node) for node in nodes):
+            largest = max(nodes, key=lambda node: tuple(node.get(key, 0) for key in request))
+            missing.append(
+                f"{who} needs {_fmt(request)} on one node, but no node has that "
+                f"(the largest has {_fmt({key: largest.get(key, 0) for key in request})})"
+            )
     if missing:
         raise RuntimeFailure(
-            f"the Ray cluster cannot place {cluster.workers} worker(s): " + "; ".join(missing),
-            hint="lower [cluster] workers / cpus_per_worker / gpus_per_worker, or add nodes to the cluster",
+            f"the Ray cluster cannot place the run: {'; '.join(missing)} (cluster: {_resource_summary()})",
+            hint="lower [cluster] workers / cpus_per_worker / gpus_per_worker or the [[reward]] resources, "
+            "or add nodes with those resources to the cluster",
         )
+
+
+def _fits(request: Mapping[str, float], node: Mapping[str, float]) -> bool:
+    return all(value <= node.get(key, 0) + 1e-9 for key, value in request.items() if value > 0)
+
+
+def _fmt(resources: Mapping[str, float]) -> str:
+    return ", ".join(f"{value:g} {key}" for key, value in resources.items() if value > 0) or "nothing"
+
+
+def _breakdown(key: str, cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, float]]) -> str:
+    """``2 workers x 1`` plus the reward actors' share, for the error message."""
+    parts = []
+    per_worker = worker_bundle(cluster).get(key, 0)
+    if per_worker:
+        parts.append(f"{cluster.workers} worker(s) x {per_worker:g}")
+    rewards = sum(actor.get(key, 0.0) for actor in reward_actors)
+    if rewards:
+        parts.append(f"reward actors {rewards:g}")
+    return " + ".join(parts)

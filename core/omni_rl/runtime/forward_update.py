@@ -19,7 +19,7 @@ import torch
 from omni_rl.batch import ForwardLossInputs, RolloutBatch
 from omni_rl.protocols import DiffusionModel, Loss
 from omni_rl.runtime.sharding import Shard, pack
-from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
+from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats, took_step
 from omni_rl.schema import OptimConfig
 from omni_rl.seeding import keyed_generator
 
@@ -145,12 +145,12 @@ class ForwardUpdate:
                             sigma_schedule=sigma_schedule,
                         )
                         out = self.loss(inputs)
-                        (out.loss * weight).backward()
+                        self.stepper.backward(out.loss, weight)
                         if real:
                             stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
                 grad_norm = self.stepper.step()
                 stats.record_step(grad_norm)
-                if grad_norm is not None:
+                if took_step(grad_norm):
                     self.updates_done += 1
                     if after_step is not None:
                         after_step(self.model, self.updates_done)

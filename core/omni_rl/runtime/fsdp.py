@@ -109,19 +109,21 @@ def shard_transformer(model: Any, *, device: str, world_size: int, mixed_precisi
     before the optimizer is built (it must see the sharded parameters).
     """
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import FSDPModule, fully_shard
 
     mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (world_size,))
-    kwargs: dict[str, Any] = {"mesh": mesh}
-    if mixed_precision == "bf16":
-        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    policies = mixed_precision_policies(mixed_precision)
+    unit_kwargs: dict[str, Any] = {"mesh": mesh}
+    root_kwargs: dict[str, Any] = {"mesh": mesh}
+    if policies is not None:
+        unit_kwargs["mp_policy"], root_kwargs["mp_policy"] = policies
     transformer = model.transformer
     units = fsdp_units(model)
     for unit in units:
-        fully_shard(unit, **kwargs)
+        fully_shard(unit, **unit_kwargs)
     # The root reshards after forward too (FSDP's default keeps it gathered until the backward, which never comes
     # after a rollout's no-grad forward): at rest every parameter is a shard, whatever ran last.
-    fully_shard(transformer, reshard_after_forward=True, **kwargs)
+    fully_shard(transformer, reshard_after_forward=True, **root_kwargs)
     for module in transformer.modules():
         if isinstance(module, FSDPModule):
             # The loss already divides by the global mini-batch: sum the workers' gradients (DDP's reduction).
@@ -129,6 +131,31 @@ def shard_transformer(model: Any, *, device: str, world_size: int, mixed_precisi
             # A plain SUM collective (no PREMUL_SUM / AVG): gloo has neither, and a factor of 1 needs no scaling.
             module.set_force_sum_reduction_for_comms(True)
     return len(units) + 1
+
+
+def mixed_precision_policies(mixed_precision: str) -> tuple[Any, Any] | None:
+    """``(units, root)``: the FSDP2 mixed-precision policies of the blocks and of the transformer itself, or
+    None for ``mixed_precision = "no"`` (everything in the model's own dtype).
+
+    The blocks, nearly all of the compute, run in bfloat16: their weights are all-gathered in bfloat16, their
+    inputs cast to it, and their outputs cast back to float32 (``output_dtype``) for the root's own layers.
+
+    The root keeps its weights (patch, time and text embeddings, final norm and projection: a small part of the
+    compute) in the model's dtype and does not cast its inputs (``cast_forward_inputs=False``). FSDP's default
+    would cast every floating-point input of the transformer to bfloat16, the timestep too: sigma x 1000 in
+    bfloat16 keeps 8 significant bits, so above 512 it moves in steps of 4 (999 and 998 both become 1000), and
+    neighbouring sampling steps would get the same time embedding, the sinusoids' high frequencies a wrong phase.
+    The same holds for any per-sample scalar a model passes (a guidance strength, position ids).
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if mixed_precision == "no":
+        return None
+    if mixed_precision != "bf16":
+        raise ValueError(f"unknown mixed_precision {mixed_precision!r}")
+    units = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32)
+    root = MixedPrecisionPolicy(reduce_dtype=torch.float32, cast_forward_inputs=False)
+    return units, root
 
 
 def max_across_workers(counts: Sequence[int], device: str) -> list[int]:

@@ -2,22 +2,52 @@
 
 The driver talks to the group, never to single actors: a rollout is split by whole prompt groups and the shards
 are concatenated back in order; the update sends each worker its samples' advantages and global ids; every
-other call (save, load, shutdown) goes to all workers. A dead worker becomes an error naming its rank.
+other call (save, load, shutdown) goes to all workers.
+
+A dead worker becomes an error naming its rank and the resume command, never a hang. The driver waits on every
+worker's call at once (``ray.wait``): Ray fails a call of an actor as soon as it marks the actor dead, so the dead
+rank's own call is the liveness check, and it arrives even while the survivors sit in a collective waiting for it
+(those would otherwise wait out the process-group timeout). When a survivor's call fails first (its collective
+broke when the peer vanished, a ``RayTaskError``), the driver gives the others a short grace period to show which
+of them died before it reports the error as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl.protocols import RolloutRequest
+from omni_rl.runtime.cluster import worker_bundle
 from omni_rl.runtime.sharding import split_groups
 from omni_rl.schema import ResolvedConfig
 
 PLACEMENT_TIMEOUT_S = 120
+#: after one worker's call fails, how long the driver waits for the others' calls to show which workers died: a
+#: killed process shows within a second, a lost node within Ray's node health check (about 15 s by default)
+FAILURE_GRACE_S = 30.0
+#: once a dead worker is known, how long to collect others dying with it (several workers on one lost node)
+SIBLING_DEATH_S = 1.0
+#: how long the workers get to leave the process group at shutdown before they are killed anyway (a survivor of
+#: a dead peer may be stuck in a collective and never answer)
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+def with_absolute_output_dir(config: ResolvedConfig) -> ResolvedConfig:
+    """The config with ``[run] output_dir`` made absolute against the driver's working directory: a worker on
+    another node would resolve a relative path in its own working directory (the path must be shared storage,
+    mounted at the same place on every node)."""
+    import attrs
+
+    absolute = str(Path(config.run.output_dir).expanduser().absolute())
+    if absolute == config.run.output_dir:
+        return config
+    return attrs.evolve(config, file=attrs.evolve(config.file, run=attrs.evolve(config.run, output_dir=absolute)))
 
 
 class WorkerGroup:
@@ -28,14 +58,13 @@ class WorkerGroup:
 
         from omni_rl.runtime.worker import PolicyWorker
 
+        config = with_absolute_output_dir(config)
         cluster = config.cluster
         self.size = cluster.workers
         #: FSDP2: every forward is a collective, so every worker samples the same number of samples
         self.lockstep = cluster.strategy == "fsdp2"
         self.hint = on_error_hint
-        bundle: dict[str, float] = {"CPU": cluster.cpus_per_worker}
-        if cluster.gpus_per_worker:
-            bundle["GPU"] = cluster.gpus_per_worker
+        bundle = worker_bundle(cluster)
         self.placement = placement_group([dict(bundle) for _ in range(self.size)], strategy="PACK")
         ready, _ = ray.wait([self.placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
         if not ready:
@@ -63,15 +92,61 @@ class WorkerGroup:
 
     # -- calls -------------------------------------------------------------------------------------------------
     def _get(self, ref: Any, what: str, rank: int) -> Any:
+        return self._gather({rank: ref}, what)[0]
+
+    def _gather(self, refs: Sequence[Any] | Mapping[int, Any], what: str) -> list[Any]:
+        """The results of one call per worker (``refs`` in rank order, or by rank), in rank order.
+
+        Waits on all of them at once, so that a dead worker is seen at once whichever rank it is; see the module
+        docstring for how a failure becomes an error naming the dead workers."""
         import ray
 
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayActorError as exc:
-            raise RuntimeFailure(f"policy worker {rank} died while {what}: {exc}", hint=self.hint()) from exc
+        by_rank = dict(refs) if isinstance(refs, Mapping) else dict(enumerate(refs))
+        pending = {ref: rank for rank, ref in by_rank.items()}
+        results: dict[int, Any] = {}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                rank = pending.pop(ref)
+                try:
+                    results[rank] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    self._fail(rank, exc, what, pending)
+        return [results[rank] for rank in sorted(by_rank)]
 
-    def _gather(self, refs: Sequence[Any], what: str) -> list[Any]:
-        return [self._get(ref, what, rank) for rank, ref in enumerate(refs)]
+    def _fail(self, rank: int, exc: BaseException, what: str, pending: dict[Any, int]) -> NoReturn:
+        """Raise for the failed call of worker ``rank``: a RuntimeFailure naming every worker found dead, or,
+        when none died, the worker's own error unchanged (a bug or a failed save is reported as it is)."""
+        import ray
+
+        dead = {rank: _reason(exc)} if _is_death(exc) else {}
+        deadline = time.monotonic() + (SIBLING_DEATH_S if dead else FAILURE_GRACE_S)
+        while pending and (remaining := deadline - time.monotonic()) > 0:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=remaining)
+            for ref in ready:
+                other = pending.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError as other_exc:
+                    if _is_death(other_exc):
+                        if not dead:
+                            deadline = time.monotonic() + SIBLING_DEATH_S
+                        dead[other] = _reason(other_exc)
+        if not dead:
+            raise exc
+        ranks = sorted(dead)
+        names = ", ".join(self._describe(r) for r in ranks)
+        subject = f"policy worker {names}" if len(ranks) == 1 else f"policy workers {names}"
+        survivor = "" if rank in dead else f"; worker {rank}'s call failed with it"
+        raise RuntimeFailure(f"{subject} died while {what}: {dead[ranks[0]]}{survivor}", hint=self.hint()) from exc
+
+    def _describe(self, rank: int) -> str:
+        """``1 (pid 1234 on node-b)`` (the host name) once the workers have reported where they run, else ``1``."""
+        info = getattr(self, "infos", None)
+        if not info:
+            return str(rank)
+        where = f" on {info[rank]['node']}" if info[rank].get("node") else ""
+        return f"{rank} (pid {info[rank]['pid']}{where})"
 
     def call(self, method: str, *args: Any) -> list[Any]:
         """The same call on every worker; results in rank order."""
@@ -86,8 +161,9 @@ class WorkerGroup:
 
         shards = split_groups(request.group_ids, self.size)
         longest = max(len(positions) for positions in shards)
-        refs, used = [], []
-        for actor, positions in zip(self.actors, shards, strict=True):
+        refs: dict[int, Any] = {}
+        used = []
+        for rank, (actor, positions) in enumerate(zip(self.actors, shards, strict=True)):
             if not positions and not self.lockstep:
                 continue
             run = list(positions)
@@ -100,7 +176,7 @@ class WorkerGroup:
                 seeds=[request.seeds[i] for i in run],
                 metadata=[request.metadata[i] for i in run] if request.metadata else [],
             )
-            refs.append(actor.rollout_shard.remote(sub, len(positions)))
+            refs[rank] = actor.rollout_shard.remote(sub, len(positions))
             used.append(positions)
         parts = self._gather(refs, "sampling")
         order = np.concatenate([np.asarray(p) for p in used])
@@ -140,14 +216,30 @@ class WorkerGroup:
     def shutdown(self) -> None:
         """Leave the process group where possible, then kill every actor and free the placement group.
 
-        Never raises: it also runs on the error path, where a worker may already be dead."""
+        Never raises and never hangs: it also runs on the error path, where a worker may be dead and a survivor
+        stuck in a collective waiting for it (that one is killed after :data:`SHUTDOWN_TIMEOUT_S`)."""
         import ray
 
         try:
-            self.call("shutdown")
-        except RuntimeFailure:
-            pass
+            refs = [actor.shutdown.remote() for actor in self.actors]
+            ray.wait(refs, num_returns=len(refs), timeout=SHUTDOWN_TIMEOUT_S)
         finally:
             for actor in self.actors:
                 ray.kill(actor)
             ray.util.remove_placement_group(self.placement)
+
+
+def _is_death(exc: BaseException) -> bool:
+    """Whether a failed call means its worker process is gone (killed, crashed, out of memory, node lost)."""
+    import ray
+
+    errors = ray.exceptions
+    return isinstance(exc, errors.RayActorError | errors.WorkerCrashedError | errors.OutOfMemoryError) or (
+        isinstance(exc, errors.RayTaskError) and isinstance(exc.cause, errors.RayActorError)
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a Ray error (the rest is Ray's long explanation and the remote traceback)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

@@ -160,7 +160,7 @@ class TrajectoryUpdate:
                             extras={k: v[idx].to(device) for k, v in extras.items()},
                         )
                         out = self.loss(inputs)
-                        (out.loss * weight).backward()
+                        self.stepper.backward(out.loss, weight)
                         if real:
                             stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
                 stats.record_step(self.stepper.step())

@@ -97,7 +97,14 @@ class PolicyWorker:
             )
 
     def ready(self) -> dict[str, Any]:
-        return {"device": self.ctx.device, "trainable_parameters": self.trainable_count, "pid": os.getpid()}
+        import socket
+
+        return {
+            "device": self.ctx.device,
+            "trainable_parameters": self.trainable_count,
+            "pid": os.getpid(),
+            "node": socket.gethostname(),
+        }
 
     def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
         """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy).
@@ -177,7 +184,8 @@ class PolicyWorker:
             init_method=init_method,
             rank=self.rank,
             world_size=self.world_size,
-            timeout=datetime.timedelta(minutes=30),
+            # how long a collective waits for a peer that is alive but stuck; a dead peer is found by the driver
+            timeout=datetime.timedelta(seconds=self.config.cluster.collective_timeout_s),
         )
         if self.sharded:
             from omni_rl.runtime.fsdp import shard_transformer

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 import pytest
 
 from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
-from omni_rl.protocols import Loss, LossRequirements
+from omni_rl.protocols import Loss, LossRequirements, View
 from omni_rl.specs import LossSpec
 from omni_rl.testing._base import SpecConformance, torch_module
 
-#: every view the update engines evaluate (protocols.LossRequirements): "ema" is a named adapter like "old"
-VIEWS = frozenset({"current", "old", "reference", "ema"})
+#: every view the update engines evaluate (protocols.View): "ema" is a named adapter like "old"
+VIEWS = frozenset(get_args(View))
 
 
 class LossConformance(SpecConformance):

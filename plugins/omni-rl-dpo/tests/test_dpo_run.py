@@ -114,10 +114,32 @@ micro_batch = 8
 """
 
 
+def _as_parquet(jsonl: Path) -> Path:
+    """The same pairs as a .parquet file whose image columns hold the PNG bytes (raw, and as HuggingFace
+    datasets' Image struct), so the run reads no image file."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    columns = {
+        "prompt": [line["prompt"] for line in lines],
+        "chosen": [Path(line["chosen"]).read_bytes() for line in lines],
+        "rejected": [{"bytes": Path(line["rejected"]).read_bytes(), "path": None} for line in lines],
+    }
+    path = jsonl.with_suffix(".parquet")
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+@pytest.mark.parametrize("file_format", ["jsonl", "parquet"])
 def test_offline_dpo_runs_from_a_preference_file(
-    tmp_path: Path, tiny_sd3_path: Path, preference_set, ray_cluster: None
+    tmp_path: Path, tiny_sd3_path: Path, preference_set, ray_cluster: None, file_format: str
 ) -> None:
     train = preference_set(tmp_path / "prefs", ["a red square", "a blue circle", "a green triangle"])
+    if file_format == "parquet":
+        train = _as_parquet(train)
+        for image in (tmp_path / "prefs").glob("*.png"):
+            image.unlink()  # the bytes in the file are all the run has
     out = tmp_path / "offline"
     config = tmp_path / "offline.toml"
     config.write_text(OFFLINE_CONFIG.format(out=out, train=train, model=tiny_sd3_path), encoding="utf-8")

@@ -60,6 +60,18 @@ def test_load_lora_restores_the_policy(trained, tiny_sd3_path, tmp_path) -> None
     assert "lora_rank" in error.value.hint
 
 
+def test_load_lora_never_unpickles_a_bin_file(trained, tiny_sd3_path, tmp_path) -> None:
+    from safetensors.torch import load_file
+
+    trained.save_lora(tmp_path)
+    weights = tmp_path / "pytorch_lora_weights.safetensors"
+    torch.save(load_file(str(weights)), tmp_path / "pytorch_lora_weights.bin")  # the same weights, pickled
+    weights.unlink()
+    fresh = SD3Model(SD3Config(path=str(tiny_sd3_path), lora_rank=4, lora_alpha=8), BuildContext())
+    with pytest.raises(RuntimeFailure, match="cannot read LoRA weights"):
+        fresh.load_lora(tmp_path)
+
+
 def test_disable_adapters_is_the_base_model(trained, base_pipe, sampling) -> None:
     euler_sample, pipe_sample = sampling
     base_latents, _ = pipe_sample(base_pipe, PROMPT, steps=2, guidance=4.5, seed=5)

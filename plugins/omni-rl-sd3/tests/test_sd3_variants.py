@@ -1,7 +1,8 @@
-"""Loading variants: without T5, bfloat16, and a tiny pipeline written on first use."""
+"""Loading variants: without T5, bfloat16, a tiny pipeline written on first use, SD3.5-Medium/Large layouts."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -69,3 +70,29 @@ def test_sd35_medium_layout(tmp_path: Path, sampling) -> None:
     x = torch.randn(1, 16, 8, 8, generator=torch.Generator().manual_seed(0))
     model.predict_velocity(x, torch.tensor([0.5]), conditioning, 1.0).square().mean().backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.trainable_parameters())
+
+
+def test_sd35_large_layout(tmp_path: Path, sampling) -> None:
+    """QK RMS-norm in every block and no second image self-attention, as in SD3.5-Large (and Large Turbo)."""
+    from diffusers import StableDiffusion3Pipeline
+    from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
+
+    euler_sample, pipe_sample = sampling
+    path = build_tiny_sd3_pipeline(tmp_path / "sd35l", qk_norm="rms_norm", dual_attention_layers=(), seed=2)
+    config = json.loads((Path(path) / "transformer" / "config.json").read_text())
+    assert (config["qk_norm"], config["dual_attention_layers"]) == ("rms_norm", [])
+    model = SD3Model(SD3Config(path=str(path), lora_rank=2), BuildContext())
+    blocks = model.transformer.transformer_blocks
+    assert all(type(block.attn.norm_q).__name__ == "RMSNorm" for block in blocks)
+    assert all(getattr(block, "attn2", None) is None for block in blocks)
+    lora_modules = {n.split(".lora_")[0] for n, _ in model.transformer.named_parameters() if "lora_" in n}
+    for k in range(len(blocks)):
+        assert f"transformer_blocks.{k}.attn.to_q" in lora_modules
+        assert f"transformer_blocks.{k}.attn.add_q_proj" in lora_modules
+    assert not any("norm_q" in n or "norm_k" in n for n in lora_modules)  # the norms' scales stay frozen
+    pipe = StableDiffusion3Pipeline.from_pretrained(path)
+    pipe.set_progress_bar_config(disable=True)
+    for guidance in (1.0, 4.5):
+        latents, _ = euler_sample(model, "a cat", steps=2, guidance=guidance, seed=0)
+        ref_latents, _ = pipe_sample(pipe, "a cat", steps=2, guidance=guidance, seed=0)
+        torch.testing.assert_close(latents, ref_latents, rtol=0, atol=1e-5)

@@ -48,7 +48,9 @@ class PreferencePairsConfig:
     """Options of the ``preference_pairs`` rollout backend: offline (prompt, chosen, rejected) image pairs.
 
     The pairs are the run's training prompts: ``[data] train`` is a ``.jsonl`` file whose lines look like
-    ``{"prompt": "a red circle", "chosen": "good.png", "rejected": "bad.png"}``. Images are scaled to cover
+    ``{"prompt": "a red circle", "chosen": "good.png", "rejected": "bad.png"}``, or a ``.parquet`` file with those
+    columns (or Pick-a-Pic's ``caption``, ``jpg_0``, ``jpg_1``, ``label_0``) whose images are paths or encoded
+    bytes (:mod:`omni_rl_dpo.preference_images`). Images are scaled to cover
     ``height`` x ``width`` and centre-cropped, then encoded to latents by the model's VAE. Validation
     (``mode = "eval"``) samples images with the current policy through the ``diffusers`` backend's ODE.
     """

@@ -181,7 +181,9 @@ class DPOLoss:
         """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.
 
         A micro-batch of skipped groups must still backpropagate (zero) gradients, so that workers summing
-        gradients see every parameter and the optimizer step sees a defined gradient. It also runs the reference
+        gradients see every parameter. When no micro-batch of an optimizer step on any worker has a pair, the
+        summed gradient is exactly zero and the update skips that optimizer step (``no_signal_steps``), so AdamW's
+        momentum and weight decay do not move the weights without a preference. It also runs the reference
         forward a micro-batch with pairs runs: with the model sharded by FSDP2 every forward is a collective, so
         every worker must run the same views in the same order.
         """

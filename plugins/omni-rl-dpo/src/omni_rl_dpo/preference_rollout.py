@@ -2,10 +2,11 @@
 
 Offline DPO needs, per step, what an online rollout gives a forward loss: clean latents x₀, the prompts'
 conditioning and the images (for the reward metrics and sample grids). Reading them from a preference file
-through a rollout backend lets the training loop stay as it is: ``[data] train`` is the preference ``.jsonl``
-(the prompt sampler draws, shuffles per epoch and resumes exactly as for prompts), each drawn line is one group
-of ``group_size = 2`` samples, and this backend fills the group with the line's chosen image then its rejected
-image. The ``dpo`` loss with ``pairing = "offline"`` pairs them in that order.
+through a rollout backend lets the training loop stay as it is: ``[data] train`` is the preference ``.jsonl`` or
+``.parquet`` file (the prompt sampler draws, shuffles per epoch and resumes exactly as for prompts), each drawn
+record is one group of ``group_size = 2`` samples, and this backend fills the group with the record's chosen image
+then its rejected image (:mod:`omni_rl_dpo.preference_images` says which fields hold them). The ``dpo`` loss with
+``pairing = "offline"`` pairs them in that order.
 
 Latents are the VAE posterior mean of each image (``model.encode_images``), computed once per image and cached
 with the image (``cache_latents``). The Diffusion-DPO reference instead draws a fresh posterior sample per step;
@@ -18,7 +19,6 @@ through the ``diffusers`` backend's ODE rollout, at this backend's size, ``eval_
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from omni_rl.batch import Conditioning, RolloutBatch
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl_dpo.config import PreferencePairsConfig
-from omni_rl_dpo.preference_images import ROLES, image_path, load_image
+from omni_rl_dpo.preference_images import ROLES, ImageSource, image_source, load_image
 
 #: one preference line = one group: its chosen image, then its rejected image
 GROUP_SIZE = 2
@@ -41,7 +41,7 @@ class PreferencePairsRollout:
 
     def __init__(self, config: PreferencePairsConfig) -> None:
         self.config = config
-        #: resolved image path -> (uint8 image (H, W, 3), latents (C, h, w) on CPU)
+        #: image key (resolved path, or digest of its bytes) -> (uint8 image (H, W, 3), latents (C, h, w) on CPU)
         self._cache: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def generate(self, model: DiffusionModel, sampler: Sampler, request: RolloutRequest) -> RolloutBatch:
@@ -54,8 +54,8 @@ class PreferencePairsRollout:
                 hint='use it with a forward-process loss ([loss] name = "dpo"), or a sampling backend such as '
                 '"diffusers" for trajectory losses',
             )
-        paths = self._pair_paths(request)
-        images, latents = self._images_and_latents(model, paths)
+        sources = self._pair_sources(request)
+        images, latents = self._images_and_latents(model, sources)
         return RolloutBatch(
             prompts=list(request.prompts),
             group_ids=torch.as_tensor(request.group_ids, dtype=torch.long),
@@ -66,16 +66,16 @@ class PreferencePairsRollout:
             metadata=list(request.metadata),
         )
 
-    def _pair_paths(self, request: RolloutRequest) -> list[Path]:
-        """The image file of every sample: the first sample of each group shows the chosen image, the second
+    def _pair_sources(self, request: RolloutRequest) -> list[ImageSource]:
+        """The image (file or bytes) of every sample: the first sample of each group shows the chosen image, the second
         the rejected one (the order ``pairing = "offline"`` relies on)."""
         if len(request.metadata) != len(request.prompts):
             raise RuntimeFailure(
                 f"preference_pairs got {len(request.prompts)} prompts but {len(request.metadata)} metadata records",
-                hint="the preference file's lines carry the image paths: set [data] train to that .jsonl file",
+                hint="the preference file's records carry the images: set [data] train to that .jsonl or .parquet file",
             )
         seen: dict[int, int] = {}
-        paths = []
+        sources = []
         for prompt, gid, metadata in zip(request.prompts, request.group_ids, request.metadata, strict=True):
             slot = seen.get(int(gid), 0)
             if slot >= GROUP_SIZE:
@@ -84,18 +84,20 @@ class PreferencePairsRollout:
                     hint="each preference line is one group of 2 (chosen, rejected); do not override group_size",
                 )
             seen[int(gid)] = slot + 1
-            paths.append(image_path(metadata, ROLES[slot], prompt, self.config.image_root))
+            sources.append(image_source(metadata, ROLES[slot], prompt, self.config.image_root))
         incomplete = sorted(gid for gid, count in seen.items() if count != GROUP_SIZE)
         if incomplete:
             raise RuntimeFailure(
                 f"preference_pairs got groups {incomplete} with a single sample",
                 hint="each preference line is one group of 2 (chosen, rejected)",
             )
-        return paths
+        return sources
 
-    def _images_and_latents(self, model: DiffusionModel, paths: Sequence[Path]) -> tuple[torch.Tensor, torch.Tensor]:
-        """uint8 images (N, H, W, 3) and float32 latents (N, C, h, w) on the model's device; each distinct file is
-        read and encoded once per call (and once per run with ``cache_latents``)."""
+    def _images_and_latents(
+        self, model: DiffusionModel, sources: Sequence[ImageSource]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """uint8 images (N, H, W, 3) and float32 latents (N, C, h, w) on the model's device; each distinct image
+        (file, or bytes by digest) is read and encoded once per call (and once per run with ``cache_latents``)."""
         encode = getattr(model, "encode_images", None)
         if encode is None:
             raise ConfigError(
@@ -104,12 +106,13 @@ class PreferencePairsRollout:
                 hint='use a model plugin with encode_images (e.g. "sd3")',
             )
         cfg = self.config
-        keys = [str(p) for p in paths]
+        keys = [source.key for source in sources]
+        by_key = dict(zip(keys, sources, strict=True))
         found = dict(self._cache) if cfg.cache_latents else {}
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         for start in range(0, len(missing), cfg.batch_size):
             chunk = missing[start : start + cfg.batch_size]
-            pixels = torch.from_numpy(np.stack([load_image(Path(k), cfg.height, cfg.width) for k in chunk]))
+            pixels = torch.from_numpy(np.stack([load_image(by_key[k], cfg.height, cfg.width) for k in chunk]))
             encoded = encode(pixels).float().cpu()
             for key, image, latent in zip(chunk, pixels, encoded, strict=True):
                 found[key] = (image, latent)

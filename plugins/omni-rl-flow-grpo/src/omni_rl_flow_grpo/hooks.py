@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from omni_rl.hookspecs import hookimpl
 from omni_rl.specs import AdvantageSpec, AlgorithmSpec, LossSpec, SamplerSpec
+from omni_rl_flow_grpo.checks import flow_grpo_loss_check
 from omni_rl_flow_grpo.config import (
     CPSConfig,
     FlowGRPOLossConfig,
@@ -101,6 +102,7 @@ def omni_rl_losses() -> list[LossSpec]:
             factory=_build_flow_grpo_loss,
             config=FlowGRPOLossConfig,
             summary="clipped PPO on per-step log-probs, advantage clipping, optional KL to the reference",
+            check=flow_grpo_loss_check,
         )
     ]
 

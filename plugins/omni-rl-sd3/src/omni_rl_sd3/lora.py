@@ -145,7 +145,10 @@ class LoraAdapters:
         from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 
         try:
-            state, metadata = StableDiffusion3Pipeline.lora_state_dict(str(directory), return_lora_metadata=True)
+            # use_safetensors=True: never fall back to unpickling a .bin file found in the directory
+            state, metadata = StableDiffusion3Pipeline.lora_state_dict(
+                str(directory), return_lora_metadata=True, use_safetensors=True
+            )
         except (OSError, ValueError) as error:
             raise RuntimeFailure(
                 f"cannot read LoRA weights from {directory}: {error}",

@@ -90,3 +90,19 @@ def sde_window(config: WindowConfig, step: int, num_steps: int, seed: int) -> ra
         return range(first_start, first_start + size)
     start = _step_rng(seed, step).randint(first_start, last_start)
     return range(start, start + size)
+
+
+def window_can_reach_last_step(config: WindowConfig, num_steps: int) -> bool:
+    """Whether the window of some training step includes the schedule's last step (``num_steps - 1``).
+
+    Mirrors :func:`sde_window`: ``window_size = 0`` never does; a random window does when its latest start
+    (``hi - W``, ``hi`` clipped to the schedule) ends there; a fixed one when its only start does.
+    """
+    if config.window_size == 0 or num_steps <= 0:
+        return False
+    size = min(config.window_size, num_steps)
+    lo, hi = config.window_range
+    hi = num_steps if hi == 0 else min(hi, num_steps)
+    last_start = max(hi - size, 0)
+    latest = min(lo, last_start) if config.window_mode == "fixed" else last_start
+    return latest + size >= num_steps

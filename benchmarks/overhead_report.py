@@ -1,0 +1,128 @@
+"""The overhead benchmark's sections of docs/benchmarks.md, verdict included.
+
+Each run rewrites only its own section (``CPU_HEADING`` for ``nox -s bench``, ``GPU_HEADING`` for
+``nox -s bench_gpu``) and leaves every other section as it was. The pass/fail sentence against the 10% target is
+computed here from the measured ratios: a hand-written verdict would go stale, or vanish, at the next run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from report import replace_section
+
+#: the framework may add at most this fraction over the bare compute (issue 3's target)
+TARGET = 0.10
+CPU_HEADING = "## Framework overhead (`nox -s bench`)"
+GPU_HEADING = "## One GPU: SD3.5-Medium-sized model (`nox -s bench_gpu`)"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median seconds of one model size: the framework and the bare loop, for the rollout and the update."""
+
+    label: str
+    #: images per rollout (prompts x group size)
+    images: int
+    #: trained (SDE window) steps per sample in the update
+    trained_steps: int
+    rollout_framework_s: float
+    rollout_bare_s: float
+    update_framework_s: float
+    update_bare_s: float
+    #: peak GPU memory over the measured runs (None on CPU)
+    peak_memory_gib: float | None = None
+
+    @property
+    def rollout_ratio(self) -> float:
+        return self.rollout_framework_s / self.rollout_bare_s
+
+    @property
+    def update_ratio(self) -> float:
+        return self.update_framework_s / self.update_bare_s
+
+    @property
+    def images_per_s(self) -> float:
+        """Rollout throughput through the framework (what a training run gets)."""
+        return self.images / self.rollout_framework_s
+
+    @property
+    def update_ms_per_sample_step(self) -> float:
+        """Framework update time per sample x trained step: scales the update to other batch and window sizes."""
+        return 1000 * self.update_framework_s / (self.images * self.trained_steps)
+
+
+def verdict_lines(timings: Sequence[Timing], target: float = TARGET) -> list[str]:
+    """One sentence saying whether every framework / bare ratio is within ``1 + target``, naming any that is not."""
+    ratios = [(t.label, "rollout", t.rollout_ratio) for t in timings]
+    ratios += [(t.label, "update", t.update_ratio) for t in timings]
+    if not ratios:
+        return []
+    over = [(label, part, ratio) for label, part, ratio in ratios if ratio > 1 + target]
+    if over:
+        named = "; ".join(f"{label} {part} {ratio:.3f}" for label, part, ratio in over)
+        lines = [f"**Verdict: over the {target:.0%} target** (framework / bare > {1 + target:.2f}): {named}."]
+    else:
+        lines = [f"**Verdict: every ratio is within the {target:.0%} target** (framework / bare <= {1 + target:.2f})."]
+    if any(ratio < 1 for _, _, ratio in ratios):
+        lines.append("A ratio below 1 is timing noise: both sides run the same compute.")
+    return lines
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Median training-step seconds per number of CPU policy workers, and what the step was."""
+
+    description: str
+    step_s: Mapping[int, float]
+
+
+def cpu_section(timings: Sequence[Timing], scaling: Scaling | None, context: Sequence[str]) -> str:
+    """The ``nox -s bench`` section: the overhead table, the verdict, the 1 vs 2 CPU worker scaling table."""
+    lines = [CPU_HEADING, "", *context, ""]
+    lines += [
+        "| model | rollout: omni-rl s | bare s | ratio | update: omni-rl s | bare s | ratio | images/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t in timings:
+        lines.append(
+            f"| {t.label} | {t.rollout_framework_s:.3f} | {t.rollout_bare_s:.3f} | {t.rollout_ratio:.3f} "
+            f"| {t.update_framework_s:.3f} | {t.update_bare_s:.3f} | {t.update_ratio:.3f} | {t.images_per_s:.1f} |"
+        )
+    lines += ["", *verdict_lines(timings), ""]
+    if scaling:
+        lines += [scaling.description, "", "| workers | step s | speed-up |", "|---|---|---|"]
+        base = scaling.step_s[min(scaling.step_s)]
+        lines += [f"| {n} | {seconds:.2f} | {base / seconds:.2f}x |" for n, seconds in scaling.step_s.items()]
+    else:
+        lines.append("Scaling (1 vs 2 CPU workers): not measured in this run (`--no-scaling`).")
+    return "\n".join(lines)
+
+
+def gpu_section(timings: Sequence[Timing], context: Sequence[str]) -> str:
+    """The ``nox -s bench_gpu`` section: images/s and update time on one GPU, with the ratios and the verdict."""
+    lines = [GPU_HEADING, "", *context, ""]
+    lines += [
+        "| model | images/s | rollout: omni-rl s | bare s | ratio | update: omni-rl s | bare s | ratio "
+        "| update ms per sample x step | peak GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in timings:
+        peak = "—" if t.peak_memory_gib is None else f"{t.peak_memory_gib:.1f}"
+        lines.append(
+            f"| {t.label} | {t.images_per_s:.2f} | {t.rollout_framework_s:.3f} | {t.rollout_bare_s:.3f} "
+            f"| {t.rollout_ratio:.3f} | {t.update_framework_s:.3f} | {t.update_bare_s:.3f} | {t.update_ratio:.3f} "
+            f"| {t.update_ms_per_sample_step:.1f} | {peak} |"
+        )
+    lines += ["", *verdict_lines(timings)]
+    return "\n".join(lines)
+
+
+def write_report(path: Path, section: str) -> None:
+    """Replace the section ``section`` starts with (CPU or GPU) in ``path``; every other section is kept."""
+    heading = section.splitlines()[0]
+    if heading not in (CPU_HEADING, GPU_HEADING):
+        raise ValueError(f"not an overhead section heading: {heading!r}")
+    replace_section(path, heading, section)

@@ -1,0 +1,51 @@
+"""The ``[data]`` prompt sources a run will read, checked without training (``omni-rl check``).
+
+Resolving a config never opens files (``--print-config`` and ``export`` work on another machine), so a missing
+prompt file would otherwise only surface when ``omni-rl run`` starts training. Reading the sources is cheap
+(small text files), and ``check`` promises the config is runnable, so it reads them here with the same
+reader the trainer uses and reports every problem at once, each with its ``$.data.*`` path.
+"""
+
+from __future__ import annotations
+
+from omni_rl.config.loader import _problems_message
+from omni_rl.data import read_prompt_source
+from omni_rl.errors import ConfigError
+from omni_rl.schema import ResolvedConfig
+
+_TRAIN_HINT = 'set [data] train to a prompt file (.txt one prompt per line, .jsonl lines like {"prompt": "..."})'
+_VAL_HINT = "set [data] val to a prompt file, or [run] eval_every = 0 and eval_before_training = false"
+
+
+def prompt_source_problems(config: ResolvedConfig) -> tuple[list[str], list[str]]:
+    """(problems, hints) of the config's prompt sources: what ``omni-rl run`` would stop on."""
+    data, run = config.data, config.run
+    problems: list[str] = []
+    hints: list[str] = []
+    if data.train:
+        _read(data.train, "$.data.train", problems, hints)
+    else:
+        problems.append("no training prompts: [data] train is not set @ $.data.train")
+        hints.append(_TRAIN_HINT)
+    if data.val:
+        _read(data.val, "$.data.val", problems, hints)
+    elif run.eval_every or run.eval_before_training:
+        problems.append("validation is on but no val prompts are set @ $.data.val")
+        hints.append(_VAL_HINT)
+    return problems, hints
+
+
+def check_prompt_sources(config: ResolvedConfig, source: str = "<config>") -> None:
+    """Raise one :class:`ConfigError` listing every prompt-source problem (``source`` names the file)."""
+    problems, hints = prompt_source_problems(config)
+    if problems:
+        raise ConfigError(_problems_message(source, problems), hint="; ".join(dict.fromkeys(hints)))
+
+
+def _read(source: str, path: str, problems: list[str], hints: list[str]) -> None:
+    try:
+        read_prompt_source(source, config_path=path)
+    except ConfigError as exc:
+        problems.append(exc.message)
+        if exc.hint:
+            hints.append(exc.hint)
