@@ -68,7 +68,7 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
     summary = convergence.summarize(quickstart_run / "metrics.jsonl")
     assert summary["steps"] == 2
     assert 0.0 <= summary["base"] <= 1.0 and 0.0 <= summary["final"] <= 1.0
-    assert summary["best"] >= summary["final"] and summary["best_step"] == 2
+    assert summary["best"] >= summary["final"] and summary["best_step"] in (1, 2)
     assert summary["train_s"] > 0
     report = tmp_path / "benchmarks.md"
     report.write_text("# Benchmarks\n\n## Framework overhead\n\nkept\n")

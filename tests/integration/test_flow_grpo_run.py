@@ -18,7 +18,7 @@ EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_sd3: Path, ray_cluster: None) -> Path:
-    """The example as a user runs it (64 px, 20 steps, its lr and seed); only the output directory and the
+    """The example as a user runs it (64 px, 30 steps, its lr and seed); only the output directory and the
     session's tiny pipeline (the same weights the example writes on first use) are set here."""
     out = tmp_path_factory.mktemp("run") / "jpeg"
     code = main(["run", str(EXAMPLE), "--set", f"run.output_dir={out}", "--set", f"model.options.path={tiny_sd3}"])
@@ -30,17 +30,17 @@ def _metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-#: reward (-kB of JPEG) gain the run must show, last 5 steps' mean over the first 5's. Measured (three runs, the
-#: same numbers each time): -4.299 -> -4.109, +0.191 (steps 1-5: -4.31 .. -4.26, steps 16-20: -4.22 .. -3.97).
-#: The step-to-step movement of the reward is ~0.03 (std of the first 10 steps' differences), and an audit run
-#: with lr ~ 0 (same prompts and seeds, a frozen policy) gained +0.003. 0.1 is 3x that noise, with ~0.09 headroom.
-MIN_GAIN_KB = 0.1
+#: reward (-kB of JPEG) gain the run must show, last 5 steps' mean over the first 5's. Measured on the example as is
+#: (30 steps, lr 1e-2): +0.546 and +0.554 (seeds 0 and 1, one torch thread, as under nox), +0.289 and +0.285 (two
+#: threads); the thread count changes the float sums and so the trajectory, which is why the margin is wide. The
+#: reward moves ~0.03 kB step to step, and a frozen policy (lr ~ 0) gained +0.003: 0.15 is 5x that noise.
+MIN_GAIN_KB = 0.15
 
 
 def test_compressibility_reward_rises(run_dir: Path) -> None:
     rows = _metrics(run_dir)
     rewards = [row["reward/mean"] for row in rows]
-    assert len(rewards) == 20
+    assert len(rewards) == 30
     gain = np.mean(rewards[-5:]) - np.mean(rewards[:5])
     assert gain > MIN_GAIN_KB, f"reward gain {gain:+.3f} kB over the run, expected > +{MIN_GAIN_KB}: {rewards}"
 
