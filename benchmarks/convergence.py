@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from report import replace_section, section_of
+from report import cpu_name, replace_section, section_of
 
 ROOT = Path(__file__).parents[1]
 HEADING = "## Convergence on shapes (`nox -s convergence`)"
@@ -69,17 +69,6 @@ def run(name: str, config: str, workdir: Path, extra: list[str], threads: int) -
     return result
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name (Linux), else the architecture: "x86_64" alone says little about speed."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fmt(value: object, spec: str = ".3f") -> str:
     return "—" if value is None else format(value, spec) if isinstance(value, float) else str(value)
 
@@ -103,7 +92,7 @@ def _row(name: str, seed: int, r: dict[str, object]) -> str:
 
 def write_report(path: Path, rows: dict[Key, dict[str, object]], threads: int | None = None) -> None:
     used = f"{threads} torch thread(s) per run" if threads else f"{os.cpu_count()} CPU threads"
-    machine = f"{cpu_model()} ({platform.machine()}, {os.cpu_count()} CPUs), {used}, Python {platform.python_version()}"
+    machine = f"{cpu_name()} ({platform.machine()}, {os.cpu_count()} CPUs), {used}, Python {platform.python_version()}"
     lines = [
         HEADING,
         "",

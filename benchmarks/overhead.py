@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import torch
 from overhead_case import Setting
 from overhead_report import Scaling, Timing, cpu_section, gpu_section, verdict_lines, write_report
+from report import cpu_name
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -196,17 +196,6 @@ def bench_scaling(workdir: Path, steps: int = 4) -> Scaling:
         f"(1 CPU each, gloo process group), median over steps 2-{steps}:"
     )
     return Scaling(description, result)
-
-
-def cpu_name() -> str:
-    """The CPU's model name where Linux says it, else the architecture ("x86_64" alone says little about speed)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def cpu_context(setting: Setting, repeats: int) -> list[str]:

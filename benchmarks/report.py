@@ -1,7 +1,9 @@
-"""docs/benchmarks.md is shared by several benchmark scripts: each rewrites only its own `## ` section."""
+"""docs/benchmarks.md is shared by several benchmark scripts: each rewrites only its own `## ` section, and names
+the machine the same way."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 
@@ -36,3 +38,14 @@ def replace_section(path: Path, heading: str, section: str) -> None:
         text = text.rstrip() + "\n\n" + body
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def cpu_name() -> str:
+    """The CPU's model name where Linux says it, else the architecture ("x86_64" alone says little about speed)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
