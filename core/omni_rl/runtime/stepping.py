@@ -31,23 +31,26 @@ class OptimizerStepper:
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.clip = optim.grad_clip if optim.grad_clip > 0 else float("inf")
         self.grad_sync = grad_sync
-        self.loss_finite = True
+        #: any non-finite loss since the last zero_grad, as a tensor: read once per optimizer step, not per
+        #: backward (reading it is a device sync on GPU)
+        self.nonfinite_loss: torch.Tensor | None = None
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        self.loss_finite = True
+        self.nonfinite_loss = None
 
     def backward(self, loss: torch.Tensor, weight: float) -> None:
         """``(loss * weight).backward()``, noting a non-finite loss: its optimizer step is then skipped like a
         non-finite gradient's, even where the gradient happens to be finite (a NaN in a detached term)."""
-        if not bool(torch.isfinite(loss.detach()).all()):
-            self.loss_finite = False
+        bad = ~torch.isfinite(loss.detach()).all()
+        self.nonfinite_loss = bad if self.nonfinite_loss is None else self.nonfinite_loss | bad
         (loss * weight).backward()
 
     def step(self) -> float | None:
         """The pre-clip gradient norm; None when the step was skipped for a non-finite loss or gradient, and 0.0
         when it was skipped for an all-zero gradient (see :func:`took_step`)."""
-        if not self.loss_finite:
+        loss_finite = self.nonfinite_loss is None or not bool(self.nonfinite_loss)
+        if not loss_finite:
             # NaN gradients: the sum across workers (or FSDP2's global norm) carries them, so every worker skips
             for p in self.params:
                 if p.grad is None:
@@ -60,7 +63,7 @@ class OptimizerStepper:
         full_tensor = getattr(grad_norm, "full_tensor", None)
         if full_tensor is not None:
             grad_norm = full_tensor()
-        if not torch.isfinite(grad_norm) or not self.loss_finite:
+        if not torch.isfinite(grad_norm) or not loss_finite:
             self.zero_grad()
             return None
         if float(grad_norm) == 0.0:  # no training signal: leave the weights and the optimizer state as they are
