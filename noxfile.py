@@ -23,9 +23,21 @@ nox.options.sessions = ["lint", "tests"]
 
 ROOT = Path(__file__).parent
 TORCH = "torch==2.13.0"
-PLUGINS = sorted(p for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists())
-#: optional extras the tests exercise, per plugin directory (pyarrow: the dpo plugin's .parquet preference files)
-PLUGIN_EXTRAS = {"omni-rl-dpo": "[parquet]"}
+#: the one list of first-party plugins (with the extras their tests need), shared with the README's install command
+PLUGIN_LIST = ROOT / "requirements-plugins.txt"
+
+
+def _listed_plugins() -> list[Path]:
+    """The plugin directories of requirements-plugins.txt, in its order (``-e plugins/x[extra]`` lines)."""
+    out = []
+    for line in PLUGIN_LIST.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-e "):
+            out.append(ROOT / line[3:].strip().split("[", 1)[0])
+    return out
+
+
+PLUGINS = _listed_plugins()
 TEST_ENV = {
     "HF_HUB_OFFLINE": "1",
     "RAY_AUTH_MODE": "disabled",
@@ -43,12 +55,9 @@ print("torch", torch.__version__, "(CPU build), no nvidia packages")
 
 
 def install_all(session: nox.Session) -> None:
-    """Core with its train/test extras and every first-party plugin (with the extras its tests need), editable,
-    in ONE pip command."""
-    args = [TORCH, "-e", ".[train,test]"]
-    for plugin in PLUGINS:
-        args += ["-e", str(plugin.relative_to(ROOT)) + PLUGIN_EXTRAS.get(plugin.name, "")]
-    session.install(*args)
+    """Core with its train/test extras and every first-party plugin of requirements-plugins.txt (with the extras
+    their tests need), editable, in ONE pip command."""
+    session.install(TORCH, "-e", ".[train,test]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
     session.run("python", "-c", CHECK_CPU_ONLY)
 
 
@@ -86,10 +95,7 @@ def bench_gpu(session: nox.Session) -> None:
     CUDA container image, say) is used as is; without one, pip installs PyPI's default (CUDA) build. Only the
     GPU section of docs/benchmarks.md is rewritten; the CPU sections stay as they are.
     """
-    args = ["-e", ".[train]"]
-    for plugin in PLUGINS:
-        args += ["-e", str(plugin.relative_to(ROOT))]
-    session.install(*args)
+    session.install("-e", ".[train]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
     env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}  # the host side may use every core
     out = ["--out", "docs/benchmarks.md"]
     session.run("python", "benchmarks/overhead.py", "--device", "cuda", *out, *session.posargs, env=env)

@@ -52,6 +52,9 @@ class SamplerStep:
     mean: Tensor
     std_dev_t: Tensor
     log_prob: Tensor | None
+    #: the std of x' given x (B,): s·sqrt(-dt) for flow_sde, s for cps and dance_sde; None when the sampler does
+    #: not say (losses that need a true Gaussian KL between two means, such as flow_dppo, then refuse it)
+    scale: Tensor | None = None
 
 
 @attrs.define

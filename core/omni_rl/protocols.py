@@ -41,6 +41,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
         "use_adapter",
         "blend_adapter",
     ),
+    "sampler": ("trained_positions", "deterministic_solver"),
     "loss": (
         "setup",
         "before_update",

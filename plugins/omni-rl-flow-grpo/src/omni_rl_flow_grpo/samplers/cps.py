@@ -28,10 +28,10 @@ from omni_rl_flow_grpo.samplers._tensors import (
     next_sample,
     per_sample,
 )
-from omni_rl_flow_grpo.samplers.window import sde_window
+from omni_rl_flow_grpo.samplers.windowed import WindowedSampler
 
 
-class CPSSampler:
+class CPSSampler(WindowedSampler):
     """Coefficients-preserving sampler; stochastic unless ``noise_level`` is 0."""
 
     def __init__(self, config: CPSConfig) -> None:
@@ -39,12 +39,6 @@ class CPSSampler:
         #: η = 0 makes s = 0 everywhere (the Euler step), with nothing to score or train
         self.stochastic: bool = config.noise_level > 0
         self._sin = math.sin(config.noise_level * math.pi / 2)
-
-    def window(self, step: int, num_steps: int, seed: int) -> range:
-        """The stochastic (trained) steps at training ``step``; empty when the noise level is 0."""
-        if not self.stochastic:
-            return range(0)
-        return sde_window(self.config, step, num_steps, seed)
 
     def step(
         self,
@@ -78,4 +72,5 @@ class CPSSampler:
             mean=mean,
             std_dev_t=flat_per_sample(std_dev_t, x.shape[0]),
             log_prob=log_prob,
+            scale=flat_per_sample(std_dev_t, x.shape[0]) if self.stochastic else None,
         )

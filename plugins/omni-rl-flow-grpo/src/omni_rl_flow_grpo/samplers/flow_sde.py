@@ -27,26 +27,20 @@ from omni_rl_flow_grpo.samplers._tensors import (
     next_sample,
     per_sample,
 )
-from omni_rl_flow_grpo.samplers.window import sde_window
+from omni_rl_flow_grpo.samplers.windowed import WindowedSampler
 
 #: log sqrt(2π) rounded through float32 exactly as the reference computes it (a float32 tensor op), so the
 #: constant term matches it bit for bit
 _LOG_SQRT_2PI = float(torch.log(torch.sqrt(2 * torch.as_tensor(math.pi, dtype=torch.float32))))
 
 
-class FlowSDESampler:
+class FlowSDESampler(WindowedSampler):
     """Flow-GRPO's SDE sampler; stochastic unless ``noise_level`` is 0."""
 
     def __init__(self, config: FlowSDEConfig) -> None:
         self.config = config
         #: a zero noise level has no density to score, so it behaves as a deterministic sampler
         self.stochastic: bool = config.noise_level > 0
-
-    def window(self, step: int, num_steps: int, seed: int) -> range:
-        """The stochastic (trained) steps at training ``step``; empty when the noise level is 0."""
-        if not self.stochastic:
-            return range(0)
-        return sde_window(self.config, step, num_steps, seed)
 
     def _noise_scale(self, sig: Tensor, sigma_max: Tensor | None, x: Tensor) -> Tensor:
         """s = a·sqrt(σ / (1 - σ̃)), broadcast like ``sig``; exactly 0 when a = 0.
@@ -102,4 +96,5 @@ class FlowSDESampler:
             mean=mean,
             std_dev_t=flat_per_sample(std_dev_t, x.shape[0]),
             log_prob=log_prob,
+            scale=flat_per_sample(scale, x.shape[0]) if self.stochastic else None,
         )

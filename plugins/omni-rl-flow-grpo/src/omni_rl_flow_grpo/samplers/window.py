@@ -23,15 +23,18 @@ configs port unchanged (``sde_window_size = 3``, ``sde_window_range = (0, num_st
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from typing import Any, Literal
 
 import attrs
 
-from omni_rl.validators import non_negative_int
+from omni_rl.validators import fraction, int_at_least, non_negative_int
 
-WindowMode = Literal["random", "fixed"]
-WINDOW_MODES: tuple[str, ...] = ("random", "fixed")
+WindowMode = Literal["random", "fixed", "progressive"]
+WINDOW_MODES: tuple[str, ...] = ("random", "fixed", "progressive")
+ODESolver = Literal["euler", "dpm_solver_2m"]
+ODE_SOLVERS: tuple[str, ...] = ("euler", "dpm_solver_2m")
 
 
 def _window_range(instance: Any, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
@@ -57,8 +60,20 @@ class WindowConfig:
     #: the window lies within steps [lo, hi) (hi = 0: the end of the schedule); start ~ U{lo, …, hi - W}
     window_range: tuple[int, int] = attrs.field(default=(0, 0), converter=tuple, validator=_window_range)
     #: "random": start drawn per training step (seeded by run seed and step, so all workers agree);
-    #: "fixed": start = window_range[0] every step
+    #: "fixed": start = window_range[0] every step; "progressive" (MixGRPO): the window slides from lo towards
+    #: the end of the range by ``window_stride`` steps every ``iters_per_group`` training steps
     window_mode: WindowMode = attrs.field(default="random", validator=attrs.validators.in_(WINDOW_MODES))
+    #: progressive mode: training steps the window stays at one place (MixGRPO's ``iters_per_group``, 25)
+    iters_per_group: int = attrs.field(default=25, validator=int_at_least(1))
+    #: progressive mode: how many schedule steps the window moves each time (S); 0 = window_size (no overlap, as
+    #: MixGRPO without ``prog_overlap``; its ``prog_overlap_step`` is a smaller stride)
+    window_stride: int = attrs.field(default=0, validator=non_negative_int)
+    #: DanceGRPO's timestep_fraction: each sample trains only ceil(f * |window|) of the window's steps, a random
+    #: subset drawn per (run seed, training step, sample seed); the whole window is still sampled stochastically
+    timestep_fraction: float = attrs.field(default=1.0, converter=float, validator=fraction)
+    #: the deterministic solver of the steps outside the window: "euler" (the diffusers scheduler's step) or
+    #: "dpm_solver_2m" (MixGRPO-Flash: DPM-Solver++(2M) in the flow parametrisation, second order)
+    ode_solver: ODESolver = attrs.field(default="euler", validator=attrs.validators.in_(ODE_SOLVERS))
 
 
 def _step_rng(seed: int, step: int) -> random.Random:
@@ -88,8 +103,35 @@ def sde_window(config: WindowConfig, step: int, num_steps: int, seed: int) -> ra
     first_start = min(lo, last_start)
     if config.window_mode == "fixed":
         return range(first_start, first_start + size)
+    if config.window_mode == "progressive":
+        start = progressive_start(config, step, first_start, last_start, size)
+        return range(start, start + size)
     start = _step_rng(seed, step).randint(first_start, last_start)
     return range(start, start + size)
+
+
+def progressive_start(config: WindowConfig, step: int, first_start: int, last_start: int, size: int) -> int:
+    """MixGRPO's progressive window: start = min(r0 + floor((t - 1) / iters_per_group) * S, r1 - W).
+
+    ``step`` is the 1-based training step t, so the start is a function of t alone and a resumed run slides
+    exactly as the uninterrupted one (steps before the first, such as validation's -1, count as t = 1). Once at
+    the end of the range the window stays there (MixGRPO restarts from r0 only with its ``roll_back`` option).
+    """
+    stride = config.window_stride or size
+    moves = max(step - 1, 0) // config.iters_per_group
+    return min(first_start + moves * stride, last_start)
+
+
+def trained_positions(config: WindowConfig, window_len: int, step: int, run_seed: int, sample_seed: int) -> list[int]:
+    """Positions (0 … window_len - 1, ascending) of the window steps one sample trains: all of them, or with
+    ``timestep_fraction`` f < 1 a random subset of ceil(f * window_len) (DanceGRPO), drawn from a generator keyed
+    by (run seed, training step, sample seed) so every worker and every resume draws the same subset."""
+    if config.timestep_fraction >= 1.0 or window_len == 0:
+        return list(range(window_len))
+    keep = max(1, min(window_len, math.ceil(config.timestep_fraction * window_len)))
+    digest = hashlib.sha256(f"omni-rl-timestep-fraction:{run_seed}:{step}:{sample_seed}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    return sorted(rng.sample(range(window_len), keep))
 
 
 def window_can_reach_last_step(config: WindowConfig, num_steps: int) -> bool:
