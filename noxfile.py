@@ -113,3 +113,10 @@ def gradient_direction(session: nox.Session) -> None:
     """Is the Flow-GRPO gradient uphill on shapes? Reward after a step along the averaged gradient and against it."""
     install_all(session)
     session.run("python", "benchmarks/gradient_direction.py", *session.posargs, env=TEST_ENV)
+
+
+@nox.session
+def flash(session: nox.Session) -> None:
+    """MixGRPO-Flash on shapes: the base model's val reward with DPM-Solver++(2M) vs Euler at 6, 8, 10, 20 steps."""
+    install_all(session)
+    session.run("python", "benchmarks/flash_vs_euler.py", *session.posargs, env={**TEST_ENV, "OMP_NUM_THREADS": "2"})

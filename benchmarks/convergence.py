@@ -27,6 +27,10 @@ CONFIGS = {
     "dpo": "docs/examples/shapes_dpo.toml",
     "diffusion_nft": "docs/examples/shapes_diffusion_nft.toml",
     "awm": "docs/examples/shapes_awm.toml",
+    "mix_grpo": "docs/examples/shapes_mix_grpo.toml",
+    "dance_grpo": "docs/examples/shapes_dance_grpo.toml",
+    "grpo_guard": "docs/examples/shapes_grpo_guard.toml",
+    "flow_dppo": "docs/examples/shapes_flow_dppo.toml",
 }
 
 

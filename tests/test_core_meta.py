@@ -127,3 +127,18 @@ def test_every_conformance_suite_is_documented() -> None:
         assert f"`{suite}`" in PLUGINS_MD, suite
         if suite != "PluginConformance":
             assert f"`omni_rl.testing.{suite}`" in HOOKS_MD, suite
+
+
+def test_requirements_plugins_lists_every_first_party_plugin_once() -> None:
+    """requirements-plugins.txt is the one list the README's install command, nox and CI read: a plugin directory
+    missing from it would be neither installed nor tested, and a listed path that does not exist breaks the install."""
+    listed = [
+        line.split("#", 1)[0].strip()[3:].strip().split("[", 1)[0]
+        for line in (ROOT / "requirements-plugins.txt").read_text().splitlines()
+        if line.split("#", 1)[0].strip().startswith("-e ")
+    ]
+    on_disk = sorted(f"plugins/{p.name}" for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists())
+    assert sorted(listed) == on_disk
+    assert len(listed) == len(set(listed))
+    readme = (ROOT / "README.md").read_text()
+    assert "-r requirements-plugins.txt" in readme.split("## Quickstart", 1)[1].split("```", 2)[1]

@@ -134,6 +134,9 @@ class TrajectoryLossInputs:
     next_sigmas: Tensor | None = None
     #: per-sample fields the loss's ``prepare`` added
     extras: Mapping[str, Tensor] = attrs.field(factory=dict)
+    #: the schedule step j of each sample at this window column, shape (B,): a column may mix steps across
+    #: samples (DanceGRPO's timestep_fraction), so per-timestep metrics group by this, not by the column
+    step_indices: Tensor | None = None
 
 
 @attrs.define
@@ -173,7 +176,15 @@ class ForwardLossInputs:
 
 @attrs.define
 class LossOutput:
-    """A scalar loss to backpropagate and metrics (floats or 0-d tensors) averaged over micro-batches."""
+    """A scalar loss to backpropagate and metrics (floats or 0-d tensors) averaged over micro-batches.
+
+    The driver averages each metric over every call weighted by the samples it covers: all of the call's samples,
+    unless ``metric_counts`` names fewer. A metric of a subset (a per-timestep mean such as
+    ``ratio_mean/step_3`` covers only the samples at step 3) gives its sample count there, so the merged value is
+    the mean over exactly those samples; a count of 0 leaves the call out of that metric's mean.
+    """
 
     loss: Tensor
     metrics: dict[str, Any] = attrs.field(factory=dict)
+    #: samples a metric averages, for metrics that cover fewer than all of the call's samples
+    metric_counts: dict[str, int] = attrs.field(factory=dict)

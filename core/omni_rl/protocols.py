@@ -118,7 +118,13 @@ class DiffusionModel(Protocol):
 
 @runtime_checkable
 class Sampler(Protocol):
-    """One reverse step from sigma to sigma_next, with the log-prob of the next sample (MATH.md)."""
+    """One reverse step from sigma to sigma_next, with the log-prob of the next sample (MATH.md).
+
+    Optional member ``deterministic_solver()``: a fresh solver for the deterministic steps outside the SDE window
+    of a training rollout (``step(x, velocity, sigma, sigma_next) -> Tensor`` and ``reset()``, called after each
+    stochastic step); the rollout backend makes one per batch chunk, and takes Euler steps without it (MixGRPO-Flash
+    uses DPM-Solver++(2M) there).
+    """
 
     #: True for samplers that draw noise and score their steps (flow_sde, cps); False for ode
     stochastic: bool

@@ -149,6 +149,10 @@ class Trainer:
         metrics = scored.metrics()
         metrics.update({f"actor/{k}": v for k, v in update.items()})
         metrics["advantage/abs_mean"] = float(advantages.abs().mean())
+        window = out.get("window") or []
+        if window:  # where the stochastic (trained) steps sat: MixGRPO's progressive window slides with the step
+            metrics["rollout/window_start"] = float(window[0])
+            metrics["rollout/window_size"] = float(len(window))
         metrics.update(
             {
                 "perf/step_s": t_end - t_start,

@@ -1,7 +1,8 @@
 """MATH.md self-checks through the real rollout backend, samplers and SD3 model.
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights (the update's own
-   old-log-prob path) gives ratio 1 to 1e-6 in float32, for flow_sde and cps, CFG on and off.
+   old-log-prob path) gives ratio 1 to 1e-6 in float32, for flow_sde and cps, CFG on and off, and for MixGRPO-Flash
+   rollouts (DPM-Solver++(2M) outside a progressive window).
 2. A full ODE rollout equals StableDiffusion3Pipeline's own output for the same seed, prompt and steps.
 """
 
@@ -49,6 +50,27 @@ def test_on_policy_ratio_is_one(model, sampler_name: str, cfg: float) -> None:
     recomputed, _ = engine.old_views(batch, keep_steps=False)
     ratio = torch.exp(recomputed - batch.trajectory.log_probs)
     assert torch.max(torch.abs(ratio - 1)).item() < 1e-6
+
+
+@pytest.mark.parametrize("cfg", [1.0, 4.5])
+def test_on_policy_ratio_is_one_for_flash_window_rollouts(model, cfg: float) -> None:
+    """MixGRPO-Flash: DPM-Solver++(2M) before and after a progressive window in the middle of an 8-step schedule
+    (steps 3-4 at training step 1: steps 2 and 6 are second-order ODE steps); re-scoring the stored window steps
+    gives ratio 1, and the Flash rollout did take the second-order path (it differs from the Euler rollout)."""
+    options = {"window_size": 2, "window_range": [3, 7], "window_mode": "progressive", "iters_per_group": 10}
+    sampler = build("sampler", "flow_sde", {**options, "ode_solver": "dpm_solver_2m"})
+    batch = _rollout(model, sampler, cfg, steps=8)
+    assert batch.trajectory is not None and batch.trajectory.step_indices[0].tolist() == [3, 4]
+    loss = build("loss", "flow_grpo", {})
+    params = list(model.trainable_parameters())
+    engine = TrajectoryUpdate(model, sampler, loss, torch.optim.AdamW(params), OptimConfig(micro_batch=3))
+    recomputed, _ = engine.old_views(batch, keep_steps=False)
+    ratio = torch.exp(recomputed - batch.trajectory.log_probs)
+    assert torch.max(torch.abs(ratio - 1)).item() < 1e-6
+    euler = _rollout(model, build("sampler", "flow_sde", options), cfg, steps=8)
+    assert euler.trajectory is not None
+    assert not torch.allclose(batch.trajectory.latents[:, 0], euler.trajectory.latents[:, 0], atol=1e-4)
+    assert not torch.allclose(batch.final_latents, euler.final_latents, atol=1e-4)
 
 
 def test_same_prompt_and_seed_give_the_same_image(model) -> None:

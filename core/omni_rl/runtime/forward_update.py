@@ -147,7 +147,7 @@ class ForwardUpdate:
                         out = self.loss(inputs)
                         self.stepper.backward(out.loss, weight)
                         if real:
-                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
+                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx), out.metric_counts)
                 grad_norm = self.stepper.step()
                 stats.record_step(grad_norm)
                 if took_step(grad_norm):

@@ -156,7 +156,8 @@ class WorkerGroup:
         """Split by whole groups, sample on every worker at once, concatenate in the request's order.
 
         Under FSDP2 every worker runs the same number of samples: shorter shards (validation) are padded with
-        copies of a sample, which the worker drops."""
+        copies of a sample, which the worker drops. ``window`` is the training rollout's SDE window (schedule
+        step indices, empty when none was recorded), which every worker must have drawn alike."""
         import attrs
 
         shards = split_groups(request.group_ids, self.size)
@@ -183,10 +184,14 @@ class WorkerGroup:
         if not np.array_equal(order, np.arange(len(request.prompts))):
             raise AssertionError("worker shards must be contiguous runs of the request")
         self.shards = shards
+        windows = {tuple(p.get("window", ())) for p in parts}
+        if len(windows) > 1:
+            raise AssertionError(f"workers sampled different SDE windows {sorted(windows)}: the draw must agree")
         return {
             "images": np.concatenate([p["images"] for p in parts]),
             "prompts": [q for p in parts for q in p["prompts"]],
             "group_ids": np.concatenate([p["group_ids"] for p in parts]),
+            "window": list(windows.pop()),
         }
 
     def update(

@@ -90,11 +90,25 @@ class UpdateStats:
     #: optimizer steps skipped because the gradient was exactly zero (no training signal)
     no_signal: int = 0
 
-    def add_loss(self, loss: float, weight: float, metrics: Mapping[str, Any], samples: int) -> None:
+    def add_loss(
+        self,
+        loss: float,
+        weight: float,
+        metrics: Mapping[str, Any],
+        samples: int,
+        metric_counts: Mapping[str, int] | None = None,
+    ) -> None:
+        """One loss call's metrics, each weighted by the samples it covers: ``samples`` (the call's), or its
+        entry in ``metric_counts`` (:attr:`~omni_rl.batch.LossOutput.metric_counts`, e.g. a per-timestep mean
+        of a few of them); a metric covering no sample is left out rather than added as 0 · NaN."""
         self.loss_sum += loss * weight
+        counts = metric_counts or {}
         for key, value in metrics.items():
-            self.sums[key] += float(value) * samples
-            self.counts[key] += samples
+            n = counts.get(key, samples)
+            if n <= 0:
+                continue
+            self.sums[key] += float(value) * n
+            self.counts[key] += n
 
     def record_step(self, grad_norm: float | None) -> None:
         if grad_norm is None:

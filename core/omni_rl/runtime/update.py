@@ -158,10 +158,11 @@ class TrajectoryUpdate:
                             sigmas=traj.sigmas[idx, j].to(device),
                             next_sigmas=traj.next_sigmas[idx, j].to(device),
                             extras={k: v[idx].to(device) for k, v in extras.items()},
+                            step_indices=traj.step_indices[idx, j].to(device),
                         )
                         out = self.loss(inputs)
                         self.stepper.backward(out.loss, weight)
                         if real:
-                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx))
+                            stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx), out.metric_counts)
                 stats.record_step(self.stepper.step())
         return stats.to_dict()

@@ -107,7 +107,8 @@ class PolicyWorker:
         }
 
     def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
-        """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy).
+        """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy, and for a
+        training rollout ``window``: the schedule step indices of its recorded SDE window, empty when none).
 
         ``keep``: only the first ``keep`` samples are real; the rest pad the shard so that every FSDP2 worker runs
         the same number of (collective) forwards, and are dropped here. Validation rollouts only."""
@@ -117,15 +118,19 @@ class PolicyWorker:
         with view_context(self.model, view):
             batch = self.rollout.generate(self.model, self.sampler, request)
         n = len(request.prompts) if keep is None else keep
-        if request.mode == "train":
-            if n != len(request.prompts):
-                raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
-            self._batch = batch
-        return {
+        out: dict[str, Any] = {
             "images": batch.images[:n].numpy(),
             "prompts": batch.prompts[:n],
             "group_ids": batch.group_ids[:n].numpy(),
         }
+        if request.mode == "train":
+            if n != len(request.prompts):
+                raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
+            self._batch = batch
+            # the SDE window's schedule steps (the same for every sample and worker), logged by the trainer
+            trajectory = batch.trajectory
+            out["window"] = [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()]
+        return out
 
     def update(
         self,

@@ -288,3 +288,73 @@ def test_shared_initial_noise_leaves_validation_alone(tiny_model: DiffusionModel
     plain = _generate(_rollout(), tiny_model, flow_sde, request)
     shared = _generate(_rollout(shared_initial_noise=True), tiny_model, flow_sde, request)
     torch.testing.assert_close(shared.final_latents, plain.final_latents, rtol=0, atol=0)
+
+
+class SolverSpy:
+    """Delegates to a sampler that has ``deterministic_solver`` and logs every solver made, step and reset."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.stochastic = sampler.stochastic
+        self.calls: list[list[Any]] = []  # one list per solver made: ("step", sigma) or "reset"
+
+    def window(self, step: int, num_steps: int, seed: int) -> range:
+        return self.sampler.window(step, num_steps, seed)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        return self.sampler.step(*args, **kwargs)
+
+    def deterministic_solver(self) -> Any:
+        inner, log = self.sampler.deterministic_solver(), []
+        self.calls.append(log)
+
+        class Logged:
+            def step(self, x: torch.Tensor, velocity: torch.Tensor, sigma: torch.Tensor, nxt: torch.Tensor) -> Any:
+                log.append(("step", round(float(sigma[0]), 6)))
+                return inner.step(x, velocity, sigma, nxt)
+
+            def reset(self) -> None:
+                log.append("reset")
+                inner.reset()
+
+        return Logged()
+
+
+def test_the_default_euler_solver_changes_no_bit(tiny_model: DiffusionModel, flow_sde: Sampler) -> None:
+    """flow_sde's ``deterministic_solver()`` (ode_solver = "euler") gives the rollout the backend's inline Euler
+    step gives a sampler without the optional member (SpySampler has none)."""
+    assert callable(getattr(flow_sde, "deterministic_solver", None))
+    assert getattr(SpySampler(flow_sde), "deterministic_solver", None) is None
+    with_solver = _generate(_rollout(batch_size=3), tiny_model, flow_sde, _request(PROMPTS, SEEDS))
+    inline = _generate(_rollout(batch_size=3), tiny_model, SpySampler(flow_sde), _request(PROMPTS, SEEDS))
+    assert torch.equal(with_solver.final_latents, inline.final_latents)
+    assert with_solver.trajectory is not None and inline.trajectory is not None
+    assert torch.equal(with_solver.trajectory.latents, inline.trajectory.latents)
+    assert torch.equal(with_solver.trajectory.log_probs, inline.trajectory.log_probs)
+
+
+def test_steps_outside_the_window_go_through_one_solver_per_chunk(tiny_model: DiffusionModel) -> None:
+    """6 steps, window on steps 1 and 2, DPM-Solver++(2M): per chunk a fresh solver takes step 0, is reset after
+    each stochastic step, then takes steps 3-5; validation makes no solver (plain Euler)."""
+    options = {"noise_level": 0.7, "window_size": 2, "window_range": [1, 3], "window_mode": "fixed"}
+    flash = _build(
+        "omni_rl_flow_grpo.hooks", "omni_rl_samplers", "flow_sde", {**options, "ode_solver": "dpm_solver_2m"}
+    )
+    euler = _build("omni_rl_flow_grpo.hooks", "omni_rl_samplers", "flow_sde", options)
+    spy = SolverSpy(flash)
+    rollout = _rollout(steps=6, batch_size=3)  # 2 chunks (3 + 1)
+    batch = _generate(rollout, tiny_model, spy, _request(PROMPTS, SEEDS))
+    schedule = [round(float(s), 6) for s in tiny_model.sigma_schedule(6, SIZE, SIZE)]
+    expected = [("step", schedule[0]), "reset", "reset", *[("step", schedule[j]) for j in (3, 4, 5)]]
+    assert spy.calls == [expected, expected]
+    # the window's input is reached by one first-order step (= Euler up to rounding); step 4 is second order
+    plain = _generate(rollout, tiny_model, euler, _request(PROMPTS, SEEDS))
+    assert batch.trajectory is not None and plain.trajectory is not None
+    torch.testing.assert_close(batch.trajectory.latents[:, 0], plain.trajectory.latents[:, 0], rtol=0, atol=1e-5)
+    assert not torch.allclose(batch.final_latents, plain.final_latents, atol=1e-4)
+
+    spy.calls.clear()
+    evaluated = _generate(rollout, tiny_model, spy, _request(PROMPTS, SEEDS, mode="eval", step=-1))
+    assert spy.calls == []
+    reference = _generate(rollout, tiny_model, euler, _request(PROMPTS, SEEDS, mode="eval", step=-1))
+    assert torch.equal(evaluated.final_latents, reference.final_latents)

@@ -3,8 +3,11 @@
 Determinism contract: sample k's initial latents and every SDE noise draw come from a torch.Generator seeded
 with that sample's seed alone, so the same prompt + seed gives the same image whatever the number of workers.
 Only the float rounding of batched matmuls depends on how samples are chunked (about 1e-6 on CPU), so keep
-``batch_size`` fixed when comparing runs bit for bit. Steps outside the SDE window are plain Euler (ODE) steps
-and are not recorded.
+``batch_size`` fixed when comparing runs bit for bit. Steps outside the SDE window are deterministic and are not
+recorded: in training rollouts they go through the sampler's ``deterministic_solver()`` when it has one (optional
+member: Euler, or MixGRPO-Flash's DPM-Solver++(2M)), one solver per batch chunk, reset after each stochastic step
+so the step after the window is first order; otherwise, and always in validation, they are the Euler step of
+diffusers' FlowMatchEulerDiscreteScheduler, so validation keeps equalling the diffusers pipeline's output.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class DiffusersRollout:
         sigmas = model.sigma_schedule(num_steps, cfg.height, cfg.width).to(model.device, torch.float32)
         window = sampler.window(request.step, num_steps, request.run_seed) if train else range(0)
         stochastic = train and sampler.stochastic and len(window) > 0
+        make_solver = getattr(sampler, "deterministic_solver", None) if train else None
         record = stochastic and request.record_trajectory
         conditioning = self._encode_unique(model, request.prompts, guidance)
         latent_shape = model.latent_shape(cfg.height, cfg.width)
@@ -60,6 +64,7 @@ class DiffusersRollout:
                 x = _per_sample_randn(generators, latent_shape).to(model.device)
             cond = conditioning.index(idx)
             chunk_record: list[tuple[torch.Tensor, ...]] = []
+            solver = make_solver() if make_solver is not None else None  # keeps this chunk's previous steps
             for i in range(num_steps):
                 sigma = sigmas[i].expand(len(idx))
                 sigma_next = sigmas[i + 1].expand(len(idx))
@@ -72,6 +77,10 @@ class DiffusersRollout:
                     if record:
                         chunk_record.append((x, out.sample, sigma, sigma_next, out.log_prob))
                     x = out.sample
+                    if solver is not None:
+                        solver.reset()  # a noisy step: the next deterministic step starts over at first order
+                elif solver is not None:
+                    x = solver.step(x, velocity, sigma, sigma_next)
                 else:
                     x = x + velocity * (sigma_next - sigma).view(-1, *([1] * (x.ndim - 1)))
             finals.append(x)

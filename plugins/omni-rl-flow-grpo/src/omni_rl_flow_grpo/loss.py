@@ -15,27 +15,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements
 from omni_rl_flow_grpo.config import FlowGRPOLossConfig
+from omni_rl_flow_grpo.kl import reference_kl
+from omni_rl_flow_grpo.loss_inputs import f32 as _f32
+from omni_rl_flow_grpo.loss_inputs import per_sample
+from omni_rl_flow_grpo.per_step import per_step_means
 from omni_rl_flow_grpo.ppo import clipped_policy_loss, ratio_metrics
-
-
-def _f32(t: Tensor) -> Tensor:
-    return t if t.dtype == torch.float32 else t.to(torch.float32)
 
 
 def _per_sample(t: Tensor, batch: int) -> Tensor:
     """A per-sample value given as (B,), (B, 1, …, 1) or a scalar, as float32 of shape (B,)."""
-    t = _f32(t)
-    if t.numel() == 1:
-        return t.reshape(1).expand(batch)
-    if t.numel() != batch:
-        raise ValueError(f"flow_grpo: expected one value per sample ({batch}), got shape {tuple(t.shape)}")
-    return t.reshape(batch)
+    return per_sample(t, batch, "flow_grpo")
 
 
 class FlowGRPOLoss:
@@ -72,19 +66,13 @@ class FlowGRPOLoss:
             loss = policy_loss + self.config.kl_coef * kl
 
         metrics = self._metrics(ratio, log_prob, old_log_prob, advantages, policy_loss, kl)
-        return LossOutput(loss=loss, metrics=metrics)
+        step_metrics, step_counts = per_step_means("ratio_mean", ratio, inputs.step_indices)
+        metrics.update(step_metrics)
+        return LossOutput(loss=loss, metrics=metrics, metric_counts=step_counts)
 
     def _kl(self, current: SamplerStep, reference: SamplerStep | None, batch: int) -> Tensor:
         """mean_b [ mean_dims (μ_θ - μ_ref)² / (2 s²) ] with s the current step's std (no sqrt(-dt))."""
-        if reference is None:
-            raise ValueError(
-                "flow_grpo: kl_coef > 0 but no reference view was given; the update must evaluate the "
-                "views in loss.requirements.views"
-            )
-        diff = _f32(current.mean) - _f32(reference.mean).detach()
-        sq = (diff**2).reshape(batch, -1).mean(dim=1)
-        std = _per_sample(current.std_dev_t, batch)
-        return (sq / (2 * std**2)).mean()
+        return reference_kl(current, reference, batch, "flow_grpo")
 
     def _metrics(
         self,
@@ -96,7 +84,8 @@ class FlowGRPOLoss:
         kl: Tensor | None,
     ) -> dict[str, Any]:
         """Plain-float diagnostics (the trainer prefixes them with ``actor/``): the PPO ones of
-        :func:`~omni_rl_flow_grpo.ppo.ratio_metrics`, the policy loss and the KL when it is on."""
+        :func:`~omni_rl_flow_grpo.ppo.ratio_metrics`, the policy loss and the KL when it is on. The caller adds
+        ``ratio_mean/step_<j>``, the ratio's mean over the samples at schedule step j (GRPO-Guard's diagnostic)."""
         metrics: dict[str, Any] = {"policy_loss": float(policy_loss.detach())}
         metrics.update(ratio_metrics(ratio, log_prob, old_log_prob, advantages, self.config.clip_ratio))
         if kl is not None:

@@ -14,14 +14,20 @@ import torch
 from torch import Tensor
 
 
+def clipped_objective(ratio: Tensor, clipped_advantages: Tensor, clip_ratio: float) -> Tensor:
+    """The per-sample terms max(−Â·ρ, −Â·clip(ρ, 1 − ε, 1 + ε)), for losses that weight them before the mean
+    (GRPO-Guard's per-step reweighting) or build ρ differently (its normalised ratio)."""
+    unclipped = -clipped_advantages * ratio
+    clipped = -clipped_advantages * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio)
+    return torch.maximum(unclipped, clipped)
+
+
 def clipped_policy_loss(
     log_prob: Tensor, old_log_prob: Tensor, clipped_advantages: Tensor, clip_ratio: float
 ) -> tuple[Tensor, Tensor]:
     """(policy_loss, ρ); ρ keeps its graph so the caller can log it after detaching."""
     ratio = torch.exp(log_prob - old_log_prob)
-    unclipped = -clipped_advantages * ratio
-    clipped = -clipped_advantages * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio)
-    return torch.maximum(unclipped, clipped).mean(), ratio
+    return clipped_objective(ratio, clipped_advantages, clip_ratio).mean(), ratio
 
 
 @torch.no_grad()

@@ -51,6 +51,15 @@ def _window_range(instance: Any, attribute: attrs.Attribute, value: tuple[int, .
         )
 
 
+def _progressive_needs_a_size(instance: Any, attribute: attrs.Attribute, mode: str) -> None:
+    """A progressive window must have a size: window_size = 0 means "every step but the last", which cannot slide."""
+    if mode == "progressive" and instance.window_size == 0:
+        raise ValueError(
+            'window_mode = "progressive" needs window_size >= 1 (MixGRPO slides a window of W steps, 4 in its '
+            "reference); window_size = 0 means every step but the last, which has nowhere to slide"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class WindowConfig:
     """Window options shared by every stochastic sampler's config (see the module docstring)."""
@@ -62,7 +71,9 @@ class WindowConfig:
     #: "random": start drawn per training step (seeded by run seed and step, so all workers agree);
     #: "fixed": start = window_range[0] every step; "progressive" (MixGRPO): the window slides from lo towards
     #: the end of the range by ``window_stride`` steps every ``iters_per_group`` training steps
-    window_mode: WindowMode = attrs.field(default="random", validator=attrs.validators.in_(WINDOW_MODES))
+    window_mode: WindowMode = attrs.field(
+        default="random", validator=[attrs.validators.in_(WINDOW_MODES), _progressive_needs_a_size]
+    )
     #: progressive mode: training steps the window stays at one place (MixGRPO's ``iters_per_group``, 25)
     iters_per_group: int = attrs.field(default=25, validator=int_at_least(1))
     #: progressive mode: how many schedule steps the window moves each time (S); 0 = window_size (no overlap, as

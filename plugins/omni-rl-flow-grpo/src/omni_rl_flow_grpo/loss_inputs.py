@@ -1,0 +1,35 @@
+"""Shape and dtype plumbing of the trajectory losses (``flow_grpo`` here; ``grpo_guard`` and ``flow_dppo`` in their
+own plugins): every per-sample input becomes float32 of shape (B,) before any arithmetic, and a missing log-prob
+is reported with the loss's name and the likely cause."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from omni_rl.batch import SamplerStep
+
+
+def f32(t: Tensor) -> Tensor:
+    """``t`` in float32 (a no-op for float32 tensors, so the autograd graph is kept)."""
+    return t if t.dtype == torch.float32 else t.to(torch.float32)
+
+
+def per_sample(t: Tensor, batch: int, loss_name: str) -> Tensor:
+    """A per-sample value given as (B,), (B, 1, …, 1) or a scalar, as float32 of shape (B,)."""
+    t = f32(torch.as_tensor(t))
+    if t.numel() == 1:
+        return t.reshape(1).expand(batch)
+    if t.numel() != batch:
+        raise ValueError(f"{loss_name}: expected one value per sample ({batch}), got shape {tuple(t.shape)}")
+    return t.reshape(batch)
+
+
+def log_prob_of(step: SamplerStep, loss_name: str) -> Tensor:
+    """The step's per-sample log-prob as float32, or a clear error when the sampler gave none."""
+    if step.log_prob is None:
+        raise ValueError(
+            f"{loss_name} needs per-step log-probs, but the sampler returned none (a deterministic "
+            "sampler such as ode, or a noise level of 0)"
+        )
+    return f32(step.log_prob)
