@@ -42,6 +42,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
         "blend_adapter",
     ),
     "sampler": ("trained_positions", "deterministic_solver"),
+    "advantage": ("reward_aggregation",),
     "loss": (
         "setup",
         "before_update",
@@ -124,6 +125,12 @@ class Sampler(Protocol):
     of a training rollout (``step(x, velocity, sigma, sigma_next) -> Tensor`` and ``reset()``, called after each
     stochastic step); the rollout backend makes one per batch chunk, and takes Euler steps without it (MixGRPO-Flash
     uses DPM-Solver++(2M) there).
+
+    Optional member ``trained_positions(window_len, step, run_seed, sample_seed) -> list[int]``: the positions
+    (ascending, in ``range(window_len)``) of the recorded window steps one sample trains (DanceGRPO's
+    ``timestep_fraction``); the same count for every sample seed, and a function of its arguments alone so every
+    worker agrees. The policy worker keeps only those columns of the trajectory; without it every window step is
+    trained.
     """
 
     #: True for samplers that draw noise and score their steps (flow_sde, cps); False for ode
@@ -185,7 +192,12 @@ class RewardModel(Protocol):
 
 @runtime_checkable
 class AdvantageEstimator(Protocol):
-    """Rewards and group ids of the whole batch to one advantage per sample."""
+    """Rewards and group ids of the whole batch to one advantage per sample.
+
+    Optional member ``reward_aggregation() -> str``: with several ``[[reward]]`` sections, ``"reward"`` (the
+    default without it) gives the estimator the weighted sum Σ_k w_k r_k; ``"advantage"`` makes the trainer call it
+    on each reward's scores alone and use Σ_k w_k A_k (MATH.md, "Multi-reward aggregation").
+    """
 
     def __call__(self, rewards: Tensor, group_ids: Tensor) -> Tensor: ...
 

@@ -29,6 +29,8 @@ class ScoredBatch:
     scores: dict[str, np.ndarray]
     details: dict[str, dict[str, np.ndarray]]
     failures: dict[str, int]
+    #: each reward's weight in ``total`` (by the same names as ``scores``), for per-reward advantage aggregation
+    weights: dict[str, float] = attrs.field(factory=dict)
 
     def metrics(self, prefix: str = "reward") -> dict[str, float]:
         out = {f"{prefix}/mean": float(self.total.mean()), f"{prefix}/std": float(self.total.std())}
@@ -114,7 +116,7 @@ class CombinedReward:
     ) -> ScoredBatch:
         n = len(prompts)
         total = np.zeros(n, dtype=np.float64)
-        scores, details, failures = {}, {}, {}
+        scores, details, failures, weights = {}, {}, {}, {}
         # Rewards with their own resources score in their actors while the driver scores the others.
         pending = {
             k: self._remote(k).score.remote(images, list(prompts), list(metadata))
@@ -145,9 +147,10 @@ class CombinedReward:
                 failures[name] = failures.get(name, 0) + 1
                 result, score = RewardResult(np.zeros(n)), np.zeros(n)
             scores[name] = score
+            weights[name] = float(section.weight)
             details[name] = {k: np.asarray(v, dtype=np.float64) for k, v in result.details.items()}
             total += section.weight * score
-        return ScoredBatch(total=total, scores=scores, details=details, failures=failures)
+        return ScoredBatch(total=total, scores=scores, details=details, failures=failures, weights=weights)
 
 
 class RewardActor:

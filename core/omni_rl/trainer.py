@@ -19,6 +19,7 @@ import numpy as np
 from rich.console import Console
 
 from omni_rl import checkpoint, rundir
+from omni_rl.advantages import compute_advantages, reward_aggregation
 from omni_rl.checkpoint import latest_checkpoint
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
@@ -68,6 +69,7 @@ class Trainer:
         self.consecutive_skips = 0
         self.rewards = CombinedReward(config.rewards, self.ctx)
         self.advantage = components["advantage"].build(self.ctx)
+        reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
 
@@ -134,7 +136,8 @@ class Trainer:
         scored = self._score(out["images"], sample_records, prompts)
         rewards = torch.as_tensor(scored.total, dtype=torch.float32)
         gids = torch.as_tensor(group_ids, dtype=torch.long)
-        advantages = self.advantage(rewards, gids)
+        step_advantages = compute_advantages(self.advantage, scored, gids)  # [advantage] may sum per-reward A_k
+        advantages = step_advantages.total
         extras = self.loss.prepare(rewards, advantages, gids) or {}
         t_reward = time.perf_counter()
 
@@ -149,6 +152,7 @@ class Trainer:
         metrics = scored.metrics()
         metrics.update({f"actor/{k}": v for k, v in update.items()})
         metrics["advantage/abs_mean"] = float(advantages.abs().mean())
+        metrics.update(step_advantages.metrics())  # advantage/<reward>/abs_mean and /std, with 2+ rewards
         window = out.get("window") or []
         if window:  # where the stochastic (trained) steps sat: MixGRPO's progressive window slides with the step
             metrics["rollout/window_start"] = float(window[0])

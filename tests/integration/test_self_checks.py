@@ -1,8 +1,9 @@
 """MATH.md self-checks through the real rollout backend, samplers and SD3 model.
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights (the update's own
-   old-log-prob path) gives ratio 1 to 1e-6 in float32, for flow_sde and cps, CFG on and off, and for MixGRPO-Flash
-   rollouts (DPM-Solver++(2M) outside a progressive window).
+   old-log-prob path) gives ratio 1 to 1e-6 in float32, for flow_sde, cps and dance_sde, CFG on and off, for
+   MixGRPO-Flash rollouts (DPM-Solver++(2M) outside a progressive window), and for DanceGRPO's timestep_fraction
+   (the worker keeps each sample's own subset of the window's columns).
 2. A full ODE rollout equals StableDiffusion3Pipeline's own output for the same seed, prompt and steps.
 """
 
@@ -38,7 +39,7 @@ def _rollout(model, sampler, cfg: float, steps: int = 4, mode: str = "train"):
     return backend.generate(model, sampler, request)
 
 
-@pytest.mark.parametrize("sampler_name", ["flow_sde", "cps"])
+@pytest.mark.parametrize("sampler_name", ["flow_sde", "cps", "dance_sde"])
 @pytest.mark.parametrize("cfg", [1.0, 4.5])
 def test_on_policy_ratio_is_one(model, sampler_name: str, cfg: float) -> None:
     sampler = build("sampler", sampler_name, {"window_size": 3, "window_range": [0, 4]})
@@ -71,6 +72,24 @@ def test_on_policy_ratio_is_one_for_flash_window_rollouts(model, cfg: float) -> 
     assert euler.trajectory is not None
     assert not torch.allclose(batch.trajectory.latents[:, 0], euler.trajectory.latents[:, 0], atol=1e-4)
     assert not torch.allclose(batch.final_latents, euler.final_latents, atol=1e-4)
+
+
+@pytest.mark.parametrize("cfg", [1.0, 4.5])
+def test_on_policy_ratio_is_one_on_the_trained_subset_of_the_window(model, cfg: float) -> None:
+    """DanceGRPO: dance_sde on every step but the last of 6, each sample training ceil(0.6 * 5) = 3 of them; the
+    columns kept per sample re-score to their stored log-probs."""
+    from omni_rl.runtime.trajectory import keep_trained_steps
+
+    sampler = build("sampler", "dance_sde", {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6})
+    batch = keep_trained_steps(_rollout(model, sampler, cfg, steps=6), sampler, step=1, run_seed=0)
+    assert batch.trajectory is not None and batch.trajectory.log_probs.shape == (4, 3)
+    assert len({tuple(row) for row in batch.trajectory.step_indices.tolist()}) > 1  # samples train different steps
+    loss = build("loss", "flow_grpo", {})
+    params = list(model.trainable_parameters())
+    engine = TrajectoryUpdate(model, sampler, loss, torch.optim.AdamW(params), OptimConfig(micro_batch=3))
+    recomputed, _ = engine.old_views(batch, keep_steps=False)
+    ratio = torch.exp(recomputed - batch.trajectory.log_probs)
+    assert torch.max(torch.abs(ratio - 1)).item() < 1e-6
 
 
 def test_same_prompt_and_seed_give_the_same_image(model) -> None:

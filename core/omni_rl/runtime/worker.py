@@ -130,6 +130,10 @@ class PolicyWorker:
             # the SDE window's schedule steps (the same for every sample and worker), logged by the trainer
             trajectory = batch.trajectory
             out["window"] = [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()]
+            # DanceGRPO's timestep_fraction: the update trains only each sample's drawn subset of the window
+            from omni_rl.runtime.trajectory import keep_trained_steps
+
+            self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
         return out
 
     def update(

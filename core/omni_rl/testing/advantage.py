@@ -16,7 +16,8 @@ class AdvantageConformance(SpecConformance):
 
     Checks: one finite float advantage per sample; zero mean within each group whose rewards differ (set
     ``zero_mean_per_group = False`` for an estimator that is not group-relative); finite when a group's
-    rewards are all equal; permuting the samples permutes the advantages.
+    rewards are all equal; permuting the samples permutes the advantages; the optional ``reward_aggregation()``
+    returns ``"reward"`` or ``"advantage"``.
     """
 
     spec_class: ClassVar[type[AdvantageSpec]] = AdvantageSpec
@@ -61,3 +62,9 @@ class AdvantageConformance(SpecConformance):
         permutation = torch.tensor([5, 2, 7, 0, 3, 6, 1, 4])
         expected = component(rewards, group_ids)[permutation]
         torch.testing.assert_close(component(rewards[permutation], group_ids[permutation]), expected)
+
+    def test_reward_aggregation_is_reward_or_advantage(self, component: AdvantageEstimator) -> None:
+        member = getattr(component, "reward_aggregation", None)
+        if member is None:
+            pytest.skip("no reward_aggregation member: several rewards are summed before the estimator")
+        assert member() in ("reward", "advantage")

@@ -18,7 +18,9 @@ class SamplerConformance(SpecConformance):
     Checks: one step returns a :class:`SamplerStep` shaped like ``x`` in float32; re-scoring the drawn sample
     (``prev_sample=``) reproduces its log-prob to 1e-6 and is differentiable in the velocity; the noise is
     used (stochastic samplers) or ignored (deterministic ones); the first step (sigma = 1, with
-    ``sigma_max``) is finite; ``window`` is a deterministic range inside the schedule.
+    ``sigma_max``) is finite; ``window`` is a deterministic range inside the schedule; the optional
+    ``trained_positions`` gives, for every sample seed, the same number of distinct ascending positions inside the
+    window, deterministically.
     Override ``latent_shape`` or ``sigmas`` (a (sigma, sigma_next, sigma_max) float triple) if needed.
     """
 
@@ -124,3 +126,17 @@ class SamplerConformance(SpecConformance):
             assert isinstance(window, range)
             assert all(0 <= i < num_steps for i in window)
             assert component.window(training_step, num_steps, 0) == window
+
+    def test_trained_positions_are_a_deterministic_subset_of_the_window(self, component: Sampler) -> None:
+        pick = getattr(component, "trained_positions", None)
+        if pick is None:
+            pytest.skip("no trained_positions member: every window step is trained")
+        for window_len in (1, 4, 9):
+            counts = set()
+            for sample_seed in range(12):
+                positions = list(pick(window_len, 3, 0, sample_seed))
+                assert positions == sorted(set(positions)), positions
+                assert all(isinstance(p, int) and 0 <= p < window_len for p in positions), positions
+                assert list(pick(window_len, 3, 0, sample_seed)) == positions
+                counts.add(len(positions))
+            assert len(counts) == 1 and counts.pop() >= 1, "every sample must train the same number (>= 1) of steps"

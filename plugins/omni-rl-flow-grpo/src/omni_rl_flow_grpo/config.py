@@ -13,6 +13,25 @@ import attrs
 from omni_rl.validators import non_negative_finite, positive_finite
 from omni_rl_flow_grpo.samplers.window import WindowConfig
 
+#: how several ``[[reward]]`` sections become one advantage (MATH.md, "Multi-reward aggregation")
+REWARD_AGGREGATIONS: tuple[str, ...] = ("reward", "advantage")
+
+
+def _std_ddof(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or value not in (0, 1):
+        raise ValueError(
+            f"{attribute.name} must be 0 (population std, as flow_grpo's stat tracker) or 1 (sample std, as "
+            f"VeRL-Omni and torch.std), got {value!r}"
+        )
+
+
+def _aggregate(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in REWARD_AGGREGATIONS:
+        raise ValueError(
+            f'{attribute.name} must be "reward" (normalise the weighted reward sum) or "advantage" (normalise each '
+            f"reward alone, then sum the advantages with the reward weights), got {value!r}"
+        )
+
 
 def _unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if not 0.0 <= value <= 1.0:
@@ -45,7 +64,8 @@ class ODEConfig:
 
 @attrs.frozen(kw_only=True)
 class GRPOAdvantageConfig:
-    """Options of the ``grpo`` advantage: A = (r - group mean) / (std + eps), or r - group mean."""
+    """Options of the ``grpo`` advantage: A = (r - group mean) / (std + eps), or r - group mean, and how several
+    rewards are combined (``aggregate``, read by the trainer through ``GRPOAdvantage.reward_aggregation()``)."""
 
     #: std over the whole batch (Flow-GRPO's default) instead of within each prompt's group
     global_std: bool = True
@@ -53,6 +73,12 @@ class GRPOAdvantageConfig:
     std_normalize: bool = True
     #: added to the std so a constant-reward batch gives A = 0 rather than 0/0 (reference: 1e-4)
     eps: float = attrs.field(default=1e-4, converter=float, validator=positive_finite)
+    #: delta degrees of freedom of the std (global and per group): 0 = population std (flow_grpo's stat tracker),
+    #: 1 = sample std (VeRL-Omni, DanceGRPO and MixGRPO's torch.std); a batch or group of one then has std 0
+    std_ddof: int = attrs.field(default=0, validator=_std_ddof)
+    #: several rewards: "reward" normalises sum_k w_k r_k (Flow-GRPO); "advantage" normalises each r_k alone and
+    #: uses sum_k w_k A_k (MixGRPO's advantage_aggr, DanceGRPO's multi-reward training)
+    aggregate: str = attrs.field(default="reward", validator=_aggregate)
 
 
 @attrs.frozen(kw_only=True)

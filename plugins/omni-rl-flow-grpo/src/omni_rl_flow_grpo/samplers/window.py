@@ -136,10 +136,15 @@ def progressive_start(config: WindowConfig, step: int, first_start: int, last_st
 def trained_positions(config: WindowConfig, window_len: int, step: int, run_seed: int, sample_seed: int) -> list[int]:
     """Positions (0 … window_len - 1, ascending) of the window steps one sample trains: all of them, or with
     ``timestep_fraction`` f < 1 a random subset of ceil(f * window_len) (DanceGRPO), drawn from a generator keyed
-    by (run seed, training step, sample seed) so every worker and every resume draws the same subset."""
+    by (run seed, training step, sample seed) so every worker and every resume draws the same subset.
+
+    The count is MATH.md's ceil(f * W), taken 1e-9 below the float product so that a product rounded up past an
+    integer still counts as that integer (0.28 * 25 is 7.000000000000001 in floats: 7 steps, not 8). DanceGRPO's
+    reference truncates instead (``int(W * f)``); the two agree whenever f * W is a whole number (its scripts: 0.6
+    of 15 steps = 9), and the ceiling keeps at least one step where truncation would train none."""
     if config.timestep_fraction >= 1.0 or window_len == 0:
         return list(range(window_len))
-    keep = max(1, min(window_len, math.ceil(config.timestep_fraction * window_len)))
+    keep = max(1, min(window_len, math.ceil(config.timestep_fraction * window_len - 1e-9)))
     digest = hashlib.sha256(f"omni-rl-timestep-fraction:{run_seed}:{step}:{sample_seed}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
     return sorted(rng.sample(range(window_len), keep))
