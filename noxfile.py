@@ -3,6 +3,7 @@
 - ``lint``: ruff check and format check.
 - ``tests``: the core's tests, every first-party plugin's tests, and the integration tests (all plugins installed).
 - ``integration``: only tests/integration (end-to-end runs through the CLI and Ray).
+- ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md.
 - ``bench_gpu``: the one-GPU rows of the overhead benchmark (needs a CUDA device), into their own section.
 
@@ -13,6 +14,7 @@ the newest CUDA build (GBs). The install fails loudly if a CUDA torch or any nvi
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -79,6 +81,20 @@ def tests(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     install_all(session)
     session.run("pytest", "-q", "tests/integration", *session.posargs, env=TEST_ENV)
+
+
+@nox.session
+def chaos(session: nox.Session) -> None:
+    """The checkpoint fault-injection tests at many points (kills, full disks, damaged files). Points per fault:
+    ``OMNI_RL_CHAOS_POINTS`` (default 12), seed ``OMNI_RL_CHAOS_SEED``; counts in ``chaos-report.json``."""
+    install_all(session)
+    env = {
+        **TEST_ENV,
+        "OMNI_RL_CHAOS_POINTS": os.environ.get("OMNI_RL_CHAOS_POINTS", "12"),
+        "OMNI_RL_CHAOS_SEED": os.environ.get("OMNI_RL_CHAOS_SEED", "0"),
+        "OMNI_RL_CHAOS_REPORT": str(ROOT / "chaos-report.json"),
+    }
+    session.run("pytest", "-q", "tests/integration/test_checkpoint_faults.py", *session.posargs, env=env)
 
 
 @nox.session

@@ -111,7 +111,8 @@ def write_report(path: Path, rows: dict[Key, dict[str, object]], threads: int | 
     kept = _kept_rows(section_of(path.read_text() if path.exists() else "", HEADING), rows)
     for key in sorted({*rows, *kept}, key=lambda k: (list(CONFIGS).index(k[0]), k[1])):
         lines.append(_row(*key, rows[key]) if key in rows else kept[key])
-    lines += _seed_means(rows)
+    # the means cover every row of the table, kept ones too: a run with --only leaves the other algorithms' lines
+    lines += _seed_means({**{k: v for k, line in kept.items() if (v := _gains_of(line))}, **rows})
     replace_section(path, HEADING, "\n".join(lines))
 
 
@@ -125,6 +126,16 @@ def _seed_means(rows: dict[Key, dict[str, object]]) -> list[str]:
             final = sum(float(r["final"]) - float(r["base"]) for r in runs) / len(runs)
             out.append(f"- {name}, mean over {len(runs)} seeds: best − base {best:+.3f}, final − base {final:+.3f}")
     return ["", *out] if out else []
+
+
+def _gains_of(line: str) -> dict[str, object] | None:
+    """``base``, ``best`` and ``final`` of a kept table row (what :func:`_seed_means` reads); None if a cell is not
+    a number (an evaluation that did not happen)."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    try:
+        return {"base": float(cells[3]), "best": float(cells[4].split()[0]), "final": float(cells[5])}
+    except (IndexError, ValueError):
+        return None
 
 
 def _kept_rows(section: str, fresh: dict[Key, dict[str, object]]) -> dict[Key, str]:

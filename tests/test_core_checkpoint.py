@@ -282,5 +282,9 @@ def test_the_trainer_saves_and_restores_the_driver_rng(tmp_path: Path) -> None:
     assert (saved / checkpoint.DRIVER_DIR / "rng.safetensors").is_file()
     expected = [_draws() for _ in range(2)]
     checkpoint.seed_global_rngs(99)
-    trainer._reset_driver_rng(saved)
+    from omni_rl.resume import read_driver_files
+
+    _, state, rng = read_driver_files(saved)  # verified against the checkpoint's manifest
+    assert state["step"] == 1 and rng is not None
+    trainer._reset_driver_rng(rng)
     assert [_draws() for _ in range(2)] == expected

@@ -124,5 +124,10 @@ def test_a_wrong_number_of_scores_is_a_failure_naming_the_reward(rewards_from) -
     sections = rewards_from()
     combined = CombinedReward(sections, None)
     combined.models[1] = lambda images, prompts, metadata: np.zeros(len(prompts) + 1)
-    with pytest.raises(RuntimeFailure, match="reward 'toy_darkness' failed: ValueError: returned 4 scores for 3"):
+    with pytest.raises(RuntimeFailure, match="reward 'toy_darkness' returned 4 scores for 3 images"):
+        combined(IMAGES, PROMPTS, [{}] * 3)
+    sections = rewards_from('on_error = "zero"')
+    combined = CombinedReward(sections, None)
+    combined.models[1] = lambda images, prompts, metadata: np.zeros(len(prompts) - 1)
+    with pytest.raises(RuntimeFailure, match="returned 2 scores for 3 images"):  # a bug, not a failed batch
         combined(IMAGES, PROMPTS, [{}] * 3)

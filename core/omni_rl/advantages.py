@@ -54,6 +54,38 @@ class StepAdvantages:
         return out
 
 
+def finite_only(estimator: Any, rewards: Any, group_ids: Any) -> Any:
+    """``estimator(rewards, group_ids)`` over the samples with a finite reward; the others (a reward's NaN/inf,
+    counted in ``reward/<name>/nonfinite``) get advantage 0: no signal, and no effect on their group's mean/std.
+    With every reward finite this is the estimator's own call, unchanged."""
+    import torch
+
+    finite = torch.isfinite(rewards)
+    if bool(finite.all()):
+        return torch.as_tensor(estimator(rewards, group_ids))
+    out = torch.zeros(rewards.shape, dtype=torch.float32)
+    if bool(finite.any()):
+        groups = torch.as_tensor(group_ids)
+        out[finite] = torch.as_tensor(estimator(rewards[finite], groups[finite])).to(torch.float32).cpu()
+    return out
+
+
+def neutral_nonfinite(total: Any, group_ids: Any) -> Any:
+    """``total`` (numpy) with each non-finite entry replaced by its group's finite mean (0 when none): what the
+    loss sees of a NaN/inf reward, so that the sample carries no signal there either."""
+    import numpy as np
+
+    finite = np.isfinite(total)
+    if finite.all():
+        return total
+    out = np.array(total, dtype=np.float64)
+    groups = np.asarray(group_ids)
+    for i in np.flatnonzero(~finite):
+        same = finite & (groups == groups[i])
+        out[i] = total[same].mean() if same.any() else 0.0
+    return out
+
+
 def compute_advantages(estimator: Any, scored: ScoredBatch, group_ids: Any) -> StepAdvantages:
     """Advantages of one step: ``estimator(Σ_k w_k r_k)``, or Σ_k w_k·estimator(r_k) (see the module docstring).
 
@@ -65,11 +97,11 @@ def compute_advantages(estimator: Any, scored: ScoredBatch, group_ids: Any) -> S
     mode = reward_aggregation(estimator)
     total = None
     if mode == "reward":
-        total = torch.as_tensor(estimator(torch.as_tensor(scored.total, dtype=torch.float32), group_ids))
+        total = finite_only(estimator, torch.as_tensor(scored.total, dtype=torch.float32), group_ids)
     per_reward: dict[str, Any] = {}
     if mode == "advantage" or len(scored.scores) >= 2:
         for name, score in scored.scores.items():
-            adv = estimator(torch.as_tensor(score, dtype=torch.float32), group_ids)
+            adv = finite_only(estimator, torch.as_tensor(score, dtype=torch.float32), group_ids)
             per_reward[name] = torch.as_tensor(adv).to(torch.float32)
     if mode == "advantage":
         missing = [name for name in per_reward if name not in scored.weights]

@@ -36,6 +36,28 @@ class Conditioning:
     def to(self, device: Any) -> Conditioning:
         return Conditioning({k: v.to(device) for k, v in self.tensors.items()})
 
+    @classmethod
+    def concat(cls, parts: Sequence[Conditioning]) -> Conditioning:
+        """The samples of ``parts`` in order, one tensor per key.
+
+        Tensors of one key may differ in size along the dimensions after the first (Qwen-Image's text has as many
+        tokens as each prompt has): each is right-padded with zeros to the largest, so a model whose conditioning
+        varies in length carries a mask in which 0 means padding (and pads the same way itself)."""
+        if not parts:
+            raise ValueError("Conditioning.concat needs at least one part")
+        out = {}
+        for key in parts[0].tensors:
+            tensors = [p.tensors[key] for p in parts]
+            sizes = [max(int(t.shape[d]) for t in tensors) for d in range(1, tensors[0].ndim)]
+            padded = []
+            for t in tensors:
+                pad: list[int] = []
+                for d in reversed(range(1, t.ndim)):
+                    pad += [0, sizes[d - 1] - int(t.shape[d])]
+                padded.append(torch.nn.functional.pad(t, pad) if any(pad) else t)
+            out[key] = torch.cat(padded)
+        return cls(out)
+
     def __len__(self) -> int:
         return len(next(iter(self.tensors.values()))) if self.tensors else 0
 
@@ -107,6 +129,9 @@ class RewardResult:
 
     scores: np.ndarray
     details: dict[str, np.ndarray] = attrs.field(factory=dict)
+    #: samples the reward scored 0 because scoring them failed (a remote judge that timed out, say) while the rest
+    #: of the batch scored normally; added to ``reward/<name>/failures`` so the zeros are not mistaken for verdicts
+    failures: int = 0
 
     @classmethod
     def coerce(cls, value: RewardResult | np.ndarray | Sequence[float]) -> RewardResult:

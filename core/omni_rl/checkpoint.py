@@ -20,6 +20,10 @@ gathered whole and written once, in ``worker_0/`` (``trainable``, ``adapters``, 
 reads them back whole and keeps its shard. The other files stay per worker. The tensor files therefore look the
 same whatever the strategy.
 
+``manifest.json``: every other file's size and SHA-256, written last (omni_rl.manifest). Loading checks each
+file against it while reading; a checkpoint that fails is moved into ``checkpoints/damaged/`` by the run that
+finds it (never deleted) and ``resume = "auto"`` falls back to the newest one that verifies.
+
 A checkpoint is written into ``.tmp_step_<N>`` and renamed when complete; ``checkpoints/latest`` (a one-line
 file naming the directory) is replaced last, atomically. A crash or a full disk at any point leaves the
 previous checkpoint and pointer intact. Loading reads only safetensors and JSON: nothing is unpickled.
@@ -41,7 +45,11 @@ from typing import Any
 
 import numpy as np
 
+from omni_rl.manifest import CheckpointReader, write_manifest
+
 LATEST = "latest"
+#: where checkpoints that failed verification are moved (kept for inspection, never counted as the newest)
+DAMAGED = "damaged"
 #: where the checkpoints of a branch abandoned by resuming from an older step are kept
 ABANDONED = "abandoned"
 #: the driver's RNG states inside a checkpoint (the workers' are in ``worker_<rank>/``)
@@ -72,9 +80,9 @@ def publish(run_dir: Path, staging: Path, step: int, keep_last: int) -> Path:
     """
     root = checkpoints_dir(run_dir)
     final = root / f"step_{step}"
-    _fsync_tree(staging)
+    write_manifest(staging)  # hashes and fsyncs every file in one pass, then writes the manifest, last
     for stale in list_checkpoints(run_dir):
-        if _step_of(stale) >= step:
+        if step_of(stale) >= step:
             _move_into(stale, root / ABANDONED)
     staging.rename(final)
     write_text_atomic(root / LATEST, final.name + "\n")
@@ -87,10 +95,24 @@ def publish(run_dir: Path, staging: Path, step: int, keep_last: int) -> Path:
     return final
 
 
-def _step_of(path: Path) -> int:
+def step_of(path: Path) -> int:
     match = STEP_DIR.match(path.name)
     assert match is not None, path
     return int(match.group(1))
+
+
+def quarantine(path: Path) -> Path:
+    """Move a checkpoint that failed verification into ``checkpoints/damaged/`` (a later copy of the same step
+    gets a numbered name): it is kept for inspection and never taken as the newest again."""
+    folder = path.parent / DAMAGED
+    folder.mkdir(exist_ok=True)
+    target = folder / path.name
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{path.name}.{n}"
+    path.rename(target)
+    return target
 
 
 def _move_into(path: Path, folder: Path) -> None:
@@ -130,6 +152,15 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return complete[-1] if complete else None
 
 
+def model_files(reader: CheckpointReader) -> list[str]:
+    """The files a model's ``save_lora`` wrote: every listed file but the workers', the driver's and the trainer
+    state (what ``omni-rl export`` hands to the model's ``load_lora``); none for a checkpoint without manifest."""
+    if reader.files is None:
+        return []
+    own = ("worker_", f"{DRIVER_DIR}/", "trainer_state.json")
+    return [rel for rel in reader.files if not rel.startswith(own)]
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as handle:
@@ -145,13 +176,6 @@ def write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _fsync_tree(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file():
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
 
 
 # -- tensors without pickle --------------------------------------------------------------------------------
@@ -171,25 +195,34 @@ def save_trainable(module: Any, path: Path | None) -> None:
     _save_tensors({n: p for n, p in module.named_parameters() if p.requires_grad}, path)
 
 
-def _load_named(targets: dict[str, Any], path: Path, what: str) -> None:
-    """Copy the tensors of a safetensors file into ``targets`` by name; both must hold exactly the same names."""
+def _load_file(path: Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
+    return load_file(str(path))
+
+
+def _apply_named(targets: dict[str, Any], tensors: dict[str, Any], source: Path | str, what: str) -> None:
+    """Copy ``tensors`` (read from ``source``) into ``targets`` by name; both must hold exactly the same names."""
     from omni_rl.runtime.fsdp import copy_full_into
 
-    tensors = load_file(str(path))
     missing = sorted(set(targets) - set(tensors))
     unexpected = sorted(set(tensors) - set(targets))
     if missing or unexpected:
         raise ValueError(
-            f"checkpoint {path} does not match the model's {what} (missing {missing[:3]}, unexpected {unexpected[:3]})"
+            f"checkpoint {source} does not match the model's {what} (missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]})"
         )
     for name, target in targets.items():
         copy_full_into(target, tensors[name])
 
 
+def apply_trainable(module: Any, tensors: dict[str, Any], source: Path | str) -> None:
+    targets = {n: p for n, p in module.named_parameters() if p.requires_grad}
+    _apply_named(targets, tensors, source, "trainable parameters")
+
+
 def load_trainable(module: Any, path: Path) -> None:
-    _load_named({n: p for n, p in module.named_parameters() if p.requires_grad}, path, "trainable parameters")
+    apply_trainable(module, _load_file(path), path)
 
 
 def _frozen_lora(module: Any) -> dict[str, Any]:
@@ -209,8 +242,12 @@ def load_frozen_adapters(module: Any, path: Path) -> bool:
     as in checkpoints of versions that did not save the extra adapters."""
     if not path.is_file():
         return False
-    _load_named(_frozen_lora(module), path, "extra LoRA adapters")
+    apply_frozen_adapters(module, _load_file(path), path)
     return True
+
+
+def apply_frozen_adapters(module: Any, tensors: dict[str, Any], source: Path | str) -> None:
+    _apply_named(_frozen_lora(module), tensors, source, "extra LoRA adapters")
 
 
 def save_optimizer(optimizer: Any, directory: Path | None) -> None:
@@ -233,14 +270,15 @@ def save_optimizer(optimizer: Any, directory: Path | None) -> None:
 
 
 def load_optimizer(optimizer: Any, directory: Path) -> None:
-    """Restore what :func:`save_optimizer` wrote; whole tensors of a sharded parameter's state are cut to this
-    worker's shard."""
-    from safetensors.torch import load_file
+    """Restore what :func:`save_optimizer` wrote."""
+    apply_optimizer(optimizer, _load_file(directory / "optimizer.safetensors"), read_json(directory / "optimizer.json"))
 
+
+def apply_optimizer(optimizer: Any, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Restore the optimizer from its tensors and JSON; whole tensors of a sharded parameter's state are cut to
+    this worker's shard."""
     from omni_rl.runtime.fsdp import is_sharded, shard_like
 
-    meta = read_json(directory / "optimizer.json")
-    tensors = load_file(str(directory / "optimizer.safetensors"))
     state: dict[int, dict[str, Any]] = {}
     for name, value in tensors.items():
         _, index, key = name.split(".", 2)
@@ -296,11 +334,13 @@ def save_rng(directory: Path) -> None:
 
 
 def load_rng(directory: Path) -> None:
-    import torch
-    from safetensors.torch import load_file
+    apply_rng(_load_file(directory / "rng.safetensors"), read_json(directory / "rng.json"))
 
-    tensors = load_file(str(directory / "rng.safetensors"))
-    meta = read_json(directory / "rng.json")
+
+def apply_rng(tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Set this process's torch / numpy / python RNG states from what :func:`save_rng` wrote."""
+    import torch
+
     torch.set_rng_state(tensors["torch"])
     if "cuda" in tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state(tensors["cuda"])

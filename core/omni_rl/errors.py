@@ -46,3 +46,18 @@ class Interrupted(OmniRLError):
     """The user interrupted the run (SIGINT); a checkpoint was written (exit code 130)."""
 
     exit_code = 130
+
+
+class CheckpointDamaged(OmniRLError):
+    """A checkpoint file does not match the manifest written with it (exit code 2: choose another checkpoint).
+
+    ``checkpoint`` is the checkpoint directory and ``file`` the damaged file relative to it. Both are keywords with
+    defaults so that the error survives pickling across a Ray actor boundary (``cls(message)``, then its attributes).
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None, *, checkpoint: str = "", file: str = "") -> None:
+        super().__init__(message, hint)
+        self.checkpoint = checkpoint
+        self.file = file

@@ -3,7 +3,8 @@
 Model-agnostic: the run's own ``config.resolved.toml`` says which model plugin and options to build (on CPU),
 the checkpoint is loaded with the model's ``load_lora``, and the model's optional
 ``export_pipeline(directory, *, merged)`` writes the files (see the DiffusionModel protocol). Core only finds the
-checkpoint, guards the output directory and publishes it atomically: an export that fails leaves no partial
+checkpoint, verifies the files the model loads against the checkpoint's manifest (a damaged one is refused,
+naming the file), guards the output directory and publishes it atomically: an export that fails leaves no partial
 directory behind, and existing files are never overwritten.
 """
 
@@ -19,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from omni_rl.checkpoint import model_files
 from omni_rl.context import BuildContext
-from omni_rl.errors import ConfigError, RuntimeFailure
+from omni_rl.errors import CheckpointDamaged, ConfigError, RuntimeFailure
+from omni_rl.manifest import CheckpointReader
+from omni_rl.plugins import describe_exception
 
 if TYPE_CHECKING:
     from omni_rl.registry import Registry
@@ -44,6 +48,8 @@ class ExportResult:
     checkpoint: Path
     merged: bool
     model: str
+    #: whether the checkpoint's files were checked against its manifest (False: written by an older version)
+    verified: bool = True
 
 
 def export_run(
@@ -66,6 +72,12 @@ def export_run(
     run_dir, out = Path(run_dir), Path(out)
     check_run_dir(run_dir)
     step, checkpoint = find_checkpoint(run_dir, step)
+    try:  # before building the model: a damaged checkpoint is refused at once
+        reader = verify_model_files(checkpoint)
+    except CheckpointDamaged as exc:
+        exc.hint = f"export another checkpoint with --step N ({_steps_hint(_step_dirs(run_dir / 'checkpoints'))}); "
+        exc.hint += f"check them all with: omni-rl verify {run_dir}"
+        raise
     check_output_dir(out)
     config = load_config(run_dir / RESOLVED_CONFIG, list(overrides), registry)
     component = config.components["model"]
@@ -78,7 +90,7 @@ def export_run(
             hint=f"the checkpoint's own files are in {checkpoint} (written by the model's save_lora); ask the "
             "model plugin's authors to add export_pipeline (see the DiffusionModel protocol)",
         )
-    model.load_lora(checkpoint)
+    _load_lora(model, reader)
     info = {
         "run_dir": str(run_dir.resolve()),
         "step": step,
@@ -88,7 +100,33 @@ def export_run(
         "plugins": config.plugin_versions,
     }
     _publish(out, lambda staging: _write(exporter, staging, merged, info))
-    return ExportResult(directory=out, step=step, checkpoint=checkpoint, merged=merged, model=component.name)
+    return ExportResult(
+        directory=out, step=step, checkpoint=checkpoint, merged=merged, model=component.name, verified=reader.verified
+    )
+
+
+def verify_model_files(checkpoint: Path) -> CheckpointReader:
+    """Check every file's size and the model's files' hashes against the checkpoint's manifest; a damaged file
+    raises CheckpointDamaged naming it. ``verified`` of the reader returned is False for a checkpoint of an older
+    version (no manifest)."""
+    reader = CheckpointReader(checkpoint)
+    reader.check_sizes()
+    for rel in model_files(reader):
+        reader.check(rel)
+    return reader
+
+
+def _load_lora(model: Any, reader: CheckpointReader) -> None:
+    """The model's ``load_lora``; for a checkpoint without manifest, a file that fails to load is reported as
+    damage naming the checkpoint's safetensors files (a verified one has already been checked)."""
+    checkpoint = reader.directory
+    try:
+        model.load_lora(checkpoint)
+    except Exception as exc:
+        if reader.verified:
+            raise
+        files = ", ".join(sorted(p.name for p in checkpoint.iterdir() if p.is_file() and p.suffix == ".safetensors"))
+        raise reader.damaged(files or "(no safetensors file)", f"cannot be loaded ({describe_exception(exc)})") from exc
 
 
 def check_run_dir(run_dir: Path) -> None:

@@ -1,51 +1,123 @@
-"""``reward_curve.png``: train and val reward against step and against wall-clock, from ``metrics.jsonl``."""
+"""``reward_curve.png``: the run's reward against step (wall-clock on a secondary axis), from ``metrics.jsonl``.
+
+The main panel draws the raw train reward faint (one step's mean jumps by more than training moves it), an EMA of it
+over that (the factor in the legend), and the val reward's points joined (ODE, fixed seeds: comparable across
+steps). Below it, one small panel per sub-score (``shapes/count``, ...) and per reward when several are weighted or
+scored at validation only, train and val alike, so a user sees *which* part of the reward moved. The top axis of
+each panel reads the training wall-clock (summed step times) at that step.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+from typing import Any
+
+from omni_rl.smoothing import DEFAULT_EMA, ema
+
+_NOT_SCORES = ("mean", "std")
 
 
-def _series(rows: list[dict], key: str, clock: dict[int, float]) -> tuple[list[int], list[float], list[float]]:
-    steps, times, values = [], [], []
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    steps, values = [], []
     for row in rows:
         value = row.get(key)
-        if value is None or not math.isfinite(value):
-            continue
-        steps.append(row["step"])
-        times.append(clock.get(row["step"], 0.0))
-        values.append(value)
-    return steps, times, values
+        if isinstance(value, int | float) and math.isfinite(value):
+            steps.append(row["step"])
+            values.append(float(value))
+    return steps, values
 
 
-def plot_reward_curve(metrics_path: Path, out_path: Path) -> Path | None:
-    """Write the plot (atomically); None when there is nothing to plot yet. Wall-clock = summed step times."""
+def _score_names(rows: list[dict]) -> list[str]:
+    """Sub-scores and reward components logged under ``reward/`` or ``val/reward/`` (``shapes/count``, ``jpeg/mean``),
+    and rewards scored at validation only (``val/<name>/mean``), each once, in first-seen order."""
+    names: dict[str, None] = {}
+    for row in rows:
+        for key in row:
+            for prefix in ("val/reward/", "reward/"):
+                if key.startswith(prefix) and key.removeprefix(prefix) not in _NOT_SCORES:
+                    names.setdefault(key.removeprefix(prefix), None)
+            parts = key.split("/")
+            if len(parts) == 3 and parts[0] == "val" and parts[1] != "reward" and parts[2] == "mean":
+                names.setdefault(f"eval:{parts[1]}", None)
+    components = [n for n in names if n.endswith("/mean") and not n.startswith("eval:")]
+    if len(components) < 2:  # one reward: its mean is the total of the main panel
+        return [n for n in names if n not in components]
+    return list(names)
+
+
+def _wall_clock_axis(ax: Any, clock_steps: list[int], clock_s: list[float]) -> None:
+    """A top axis reading seconds of training at each step (the clock is monotone, so it inverts)."""
+    import numpy as np
+
+    if len(clock_steps) < 2 or clock_s[-1] <= 0:
+        return
+    xs, ts = np.asarray(clock_steps, dtype=float), np.asarray(clock_s, dtype=float)
+    top = ax.secondary_xaxis(
+        "top",
+        functions=(lambda s: np.interp(s, xs, ts), lambda t: np.interp(t, ts, xs)),  # step → s, s → step
+    )
+    top.set_xlabel("training wall-clock s", fontsize=7)
+    top.tick_params(labelsize=7)
+
+
+def _draw(ax: Any, rows: list[dict], train_key: str, val_key: str, factor: float, title: str | None) -> None:
+    steps, values = _series(rows, train_key)
+    if values:
+        ax.plot(steps, values, "-", color="tab:blue", alpha=0.25, linewidth=0.8, label="train (raw)")
+        ax.plot(steps, ema(values, factor), "-", color="tab:blue", label=f"train (EMA {factor})")
+    steps, values = _series(rows, val_key)
+    if values:
+        ax.plot(steps, values, "o-", color="tab:orange", markersize=3, label="val (ODE, fixed seeds)")
+    if title:
+        ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def plot_reward_curve(metrics_path: Path, out_path: Path, factor: float = DEFAULT_EMA) -> Path | None:
+    """Write the plot (atomically); None when there is nothing to plot yet."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in metrics_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for line in metrics_path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a torn last line of a killed run
+            continue
+    rows = sorted((r for r in rows if isinstance(r.get("step"), int)), key=lambda r: r["step"])
     if not rows:
         return None
-    clock: dict[int, float] = {0: 0.0}
-    elapsed = 0.0
-    for row in sorted(rows, key=lambda r: r["step"]):
+    clock_steps, clock_s, elapsed = [0], [0.0], 0.0
+    for row in rows:
         elapsed += row.get("perf/step_s") or 0.0
-        clock[row["step"]] = elapsed
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
-    for key, label, style in (("reward/mean", "train", "-"), ("val/reward/mean", "val (ODE, fixed seeds)", "o-")):
-        steps, times, values = _series(rows, key, clock)
-        if values:
-            axes[0].plot(steps, values, style, label=label, markersize=3)
-            axes[1].plot(times, values, style, label=label, markersize=3)
-    axes[0].set_xlabel("step")
-    axes[1].set_xlabel("wall-clock seconds")
-    for ax in axes:
-        ax.set_ylabel("reward")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        if row["step"] > clock_steps[-1]:
+            clock_steps.append(row["step"])
+            clock_s.append(elapsed)
+    names = _score_names(rows)
+    cols = min(4, max(1, len(names)))
+    panel_rows = math.ceil(len(names) / cols)
+    fig = plt.figure(figsize=(max(8, 2.6 * cols), 3.6 + 2.3 * panel_rows), constrained_layout=True)
+    grid = fig.add_gridspec(1 + panel_rows, cols, height_ratios=[1.6] + [1] * panel_rows)
+    main = fig.add_subplot(grid[0, :])
+    _draw(main, rows, "reward/mean", "val/reward/mean", factor, None)
+    main.set_xlabel("step")
+    main.set_ylabel("reward")
+    main.legend(loc="best", fontsize=8)
+    _wall_clock_axis(main, clock_steps, clock_s)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(grid[1 + i // cols, i % cols], sharex=main)
+        if name.startswith("eval:"):
+            reward = name.removeprefix("eval:")
+            _draw(ax, rows, f"reward/{reward}/mean", f"val/{reward}/mean", factor, f"{reward} (eval only)")
+        else:
+            _draw(ax, rows, f"reward/{name}", f"val/reward/{name}", factor, name)
+        ax.tick_params(labelsize=7)
+        _wall_clock_axis(ax, clock_steps, clock_s)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp.png")
     fig.savefig(tmp, dpi=100)
     plt.close(fig)

@@ -88,7 +88,11 @@ class DiffusionModel(Protocol):
     dtype: Any
 
     def encode_prompts(self, prompts: Sequence[str], *, guidance_scale: float) -> Conditioning:
-        """Encode prompts (and the empty negative prompt when guidance_scale > 1) once per rollout."""
+        """Encode prompts (and the negative prompt when guidance_scale > 1) once per rollout.
+
+        Conditionings of single prompts are joined with ``Conditioning.concat`` (zero right-padding of tensors that
+        differ in size after the first dimension), so variable-length conditioning carries a mask with 0 = padding,
+        and a sample's velocity must not depend on the padding or on the other samples of its batch."""
 
     def predict_velocity(
         self, latents: Tensor, sigmas: Tensor, conditioning: Conditioning, guidance_scale: float

@@ -2,7 +2,10 @@
 
 The combined score is ``sum_k weight_k * score_k``. A reward that raises stops the run with an error naming it,
 unless its section sets ``on_error = "zero"``: then that reward scores the batch 0 and the failure is counted in
-``reward/<name>/failures``.
+``reward/<name>/failures``. A reward may also report samples it scored 0 itself after a failed call
+(``RewardResult.failures``, e.g. a VLM judge whose API timed out): they are added to the same count.
+NaN/inf scores are kept out of the statistics and counted in ``reward/<name>/nonfinite``; a wrong number of
+scores is always an error.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 
 from omni_rl.batch import RewardResult
 from omni_rl.errors import RuntimeFailure
+from omni_rl.faults import describe_remote
 from omni_rl.schema import ResolvedComponent
 
 #: how long a reward actor may wait for its resources before the run fails (instead of hanging)
@@ -31,11 +35,16 @@ class ScoredBatch:
     failures: dict[str, int]
     #: each reward's weight in ``total`` (by the same names as ``scores``), for per-reward advantage aggregation
     weights: dict[str, float] = attrs.field(factory=dict)
+    #: how many NaN/inf scores each reward returned: kept as they are (``total`` is non-finite there), left out of
+    #: the means here and of the group statistics (omni_rl.advantages), counted in ``reward/<name>/nonfinite``
+    nonfinite: dict[str, int] = attrs.field(factory=dict)
 
     def metrics(self, prefix: str = "reward") -> dict[str, float]:
-        out = {f"{prefix}/mean": float(self.total.mean()), f"{prefix}/std": float(self.total.std())}
+        out = {f"{prefix}/mean": _finite_mean(self.total), f"{prefix}/std": _finite_std(self.total)}
         for name, score in self.scores.items():
-            out[f"{prefix}/{name}/mean"] = float(score.mean())
+            out[f"{prefix}/{name}/mean"] = _finite_mean(score)
+            if self.nonfinite.get(name):
+                out[f"{prefix}/{name}/nonfinite"] = float(self.nonfinite[name])
             for key, value in self.details[name].items():
                 out[f"{prefix}/{name}/{key}"] = float(np.mean(value))
             if self.failures.get(name):
@@ -116,7 +125,7 @@ class CombinedReward:
     ) -> ScoredBatch:
         n = len(prompts)
         total = np.zeros(n, dtype=np.float64)
-        scores, details, failures, weights = {}, {}, {}, {}
+        scores, details, failures, weights, nonfinite = {}, {}, {}, {}, {}
         # Rewards with their own resources score in their actors while the driver scores the others.
         pending = {
             k: self._remote(k).score.remote(images, list(prompts), list(metadata))
@@ -133,31 +142,39 @@ class CombinedReward:
                     raw = self.models[k](images, prompts, metadata)
                 result = RewardResult.coerce(raw)
                 score = np.asarray(result.scores, dtype=np.float64).reshape(-1)
-                if score.shape != (n,):
-                    raise ValueError(f"returned {score.shape[0]} scores for {n} images")
-                if not np.all(np.isfinite(score)):
-                    raise ValueError("returned a non-finite score")
             except Exception as exc:
                 if section.on_error != "zero":
+                    where = f"reward actor {name!r}" if k in pending else f"reward {name!r}"
                     raise RuntimeFailure(
-                        f"reward {name!r} failed: {type(exc).__name__}: {exc}",
+                        f"{where} failed: {describe_remote(exc)}",
                         hint=f'fix the reward, or set on_error = "zero" in its [[reward]] section to score '
                         f"failed batches 0 (counted in reward/{name}/failures)",
                     ) from exc
                 failures[name] = failures.get(name, 0) + 1
                 result, score = RewardResult(np.zeros(n)), np.zeros(n)
+            if score.shape != (n,):  # a bug in the reward, not a failed batch: on_error does not cover it
+                raise RuntimeFailure(
+                    f"reward {name!r} returned {score.size} scores for {n} images",
+                    hint="a reward returns one score per image, in the order of the images it was given",
+                )
+            if not np.all(np.isfinite(score)):
+                nonfinite[name] = int(np.sum(~np.isfinite(score)))
+            if result.failures:  # samples the reward itself scored 0 after a failed call (a remote judge)
+                failures[name] = failures.get(name, 0) + int(result.failures)
             scores[name] = score
             weights[name] = float(section.weight)
             details[name] = {k: np.asarray(v, dtype=np.float64) for k, v in result.details.items()}
             total += section.weight * score
-        return ScoredBatch(total=total, scores=scores, details=details, failures=failures, weights=weights)
+        return ScoredBatch(
+            total=total, scores=scores, details=details, failures=failures, weights=weights, nonfinite=nonfinite
+        )
 
 
 class RewardActor:
     """Holds one reward model inside a Ray actor (its own CPUs/GPUs, e.g. a PickScore or OCR model)."""
 
     def __init__(self, section: ResolvedComponent, ctx: Any) -> None:
-        self.model = section.build(ctx)
+        self.model = section.build(actor_context(ctx, section.resources))
 
     def score(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
@@ -170,6 +187,26 @@ def actor_resources(resources: Mapping[str, float]) -> dict[str, float]:
     out = {"CPU": 1.0, "GPU": 0.0}
     out.update({key: float(value) for key, value in resources.items()})
     return out
+
+
+def actor_context(ctx: Any, resources: Mapping[str, float]) -> Any:
+    """The build context inside a reward actor: an actor given GPUs builds its model on ``cuda`` (Ray shows the
+    actor only its own GPUs, so ``cuda`` is the first of those), not on the driver's CPU device."""
+    if actor_resources(resources)["GPU"] <= 0:
+        return ctx
+    from omni_rl.context import BuildContext
+
+    return attrs.evolve(ctx, device="cuda") if isinstance(ctx, BuildContext) else BuildContext(device="cuda")
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+def _finite_std(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.std()) if finite.size else float("nan")
 
 
 def _unique_names(names: list[str]) -> list[str]:

@@ -1,8 +1,8 @@
 """Deciding what an output directory means for this run: a fresh start, or a continuation (``[run] resume``).
 
 Nothing already written is lost: ``resume = "never"`` refuses a directory that holds a run, and ``"auto"``
-continues from the latest complete checkpoint, dropping only metrics rows logged after it (the steps that
-will be recomputed), after backing the old file up.
+continues from the newest checkpoint that verifies (omni_rl.resume), dropping only metrics rows logged after it
+(the steps that will be recomputed), after backing the old file up.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 
-from omni_rl.checkpoint import checkpoints_dir, latest_checkpoint, list_checkpoints, read_json
+from omni_rl.checkpoint import checkpoints_dir, latest_checkpoint, list_checkpoints, step_of
 from omni_rl.errors import ConfigError
 from omni_rl.schema import ResolvedConfig
 
@@ -22,10 +22,11 @@ from omni_rl.schema import ResolvedConfig
 @attrs.frozen
 class RunStart:
     run_dir: Path
-    #: checkpoint to continue from (None = fresh start)
-    checkpoint: Path | None
-    #: the driver state saved with it (step, prompt sampler, counters)
-    state: dict
+    #: checkpoints to continue from, newest first (empty = fresh start): every live one under ``"auto"`` (the
+    #: first that verifies is taken, see omni_rl.resume), the one named under ``resume = "<path>"``
+    candidates: tuple[Path, ...] = ()
+    #: whether a damaged candidate is moved aside and the next one tried (``"auto"``) or refused (a named path)
+    fallback: bool = False
 
 
 def resolve_run_start(config: ResolvedConfig) -> RunStart:
@@ -40,24 +41,30 @@ def resolve_run_start(config: ResolvedConfig) -> RunStart:
                 f"output directory {str(run_dir)!r} already holds a run (metrics or checkpoints) @ $.run.output_dir",
                 hint="continue it with --set run.resume=auto, or choose a new [run] output_dir; nothing was changed",
             )
-        return RunStart(run_dir, None, {})
+        return RunStart(run_dir)
     if resume == "auto":
-        checkpoint = latest_checkpoint(run_dir)
-    else:
-        checkpoint = Path(resume).expanduser().absolute()
-        if not (checkpoint / "trainer_state.json").is_file():
-            raise ConfigError(
-                f"resume path {resume!r} is not a complete omni-rl checkpoint (no trainer_state.json) @ $.run.resume",
-                hint=f"use 'auto' or a directory like {run_dir}/checkpoints/step_<N>",
-            )
-    if checkpoint is None:
-        if (run_dir / "metrics.jsonl").exists():
-            backup = run_dir / f"metrics.{int(time.time())}.jsonl"
-            shutil.move(run_dir / "metrics.jsonl", backup)
-        return RunStart(run_dir, None, {})
-    state = read_json(checkpoint / "trainer_state.json")
-    truncate_metrics(run_dir / "metrics.jsonl", after_step=int(state["step"]))
-    return RunStart(run_dir, checkpoint, state)
+        newest = latest_checkpoint(run_dir)
+        # the one ``latest`` names first, then the older complete ones, newest first (one newer than the pointer
+        # is a checkpoint whose save did not finish, e.g. the pointer update failed: it is never preferred)
+        rest = [
+            p
+            for p in reversed(list_checkpoints(run_dir))
+            if (p / "trainer_state.json").is_file() and (newest is None or step_of(p) < step_of(newest))
+        ]
+        return RunStart(run_dir, tuple([newest] if newest is not None else []) + tuple(rest), fallback=True)
+    checkpoint = Path(resume).expanduser().absolute()
+    if not (checkpoint / "trainer_state.json").is_file():
+        raise ConfigError(
+            f"resume path {resume!r} is not a complete omni-rl checkpoint (no trainer_state.json) @ $.run.resume",
+            hint=f"use 'auto' or a directory like {run_dir}/checkpoints/step_<N>",
+        )
+    return RunStart(run_dir, (checkpoint,))
+
+
+def start_fresh(run_dir: Path) -> None:
+    """No checkpoint to continue from: an old ``metrics.jsonl`` is kept as a backup, not appended to."""
+    if (run_dir / "metrics.jsonl").exists():
+        shutil.move(run_dir / "metrics.jsonl", run_dir / f"metrics.{int(time.time())}.jsonl")
 
 
 def truncate_metrics(path: Path, after_step: int) -> None:

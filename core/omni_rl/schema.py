@@ -1,8 +1,9 @@
 """The shape of a config file (pass 1 of config loading): sections and their core-owned keys.
 
-Component sections (``model``, ``sampler``, ``rollout``, ``advantage``, ``loss``, ``[[reward]]``) all have the
-same shape, ``name`` + ``options``: the options are structured in pass 2 into the chosen component's own
-config class, so plugin options never clash with core keys and errors get clean ``$.loss.options.x`` paths.
+Component sections (``model``, ``sampler``, ``rollout``, ``advantage``, ``loss``, ``[[reward]]``,
+``[[eval_reward]]``) all have the same shape, ``name`` + ``options``: the options are structured in pass 2 into
+the chosen component's own config class, so plugin options never clash with core keys and errors get clean
+``$.loss.options.x`` paths.
 """
 
 from __future__ import annotations
@@ -126,6 +127,20 @@ class RewardSection:
 
 
 @attrs.frozen(kw_only=True)
+class EvalRewardSection:
+    """One ``[[eval_reward]]`` table: a reward scored at validation only (``val/<name>/mean`` and its sub-scores),
+    never trained on, so a run trained on one reward reports others beside it (no ``weight``: it is in no sum)."""
+
+    name: str
+    #: "raise" stops the run when the reward fails at validation; "zero" scores the val batch 0 and counts it in
+    #: ``val/<name>/failures``
+    on_error: Literal["raise", "zero"] = "raise"
+    #: Ray resources of the reward's own actor, as for ``[[reward]]``; empty = in the driver
+    resources: dict[str, float] = attrs.field(factory=dict)
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
 class OptimConfig:
     """``[optim]``: AdamW on the trainable (LoRA) parameters and how the batch is cut for the update."""
 
@@ -183,6 +198,7 @@ class TrainConfig:
     advantage: ComponentSection | None = None
     loss: ComponentSection | None = None
     reward: list[RewardSection] = attrs.field(factory=list)
+    eval_reward: list[EvalRewardSection] = attrs.field(factory=list)
     optim: OptimConfig = attrs.field(factory=OptimConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
 
@@ -221,6 +237,8 @@ class ResolvedConfig:
     raw: dict[str, Any]
     #: ``name==version`` of every loaded plugin distribution
     plugin_versions: list[str] = attrs.field(factory=list)
+    #: the ``[[eval_reward]]`` sections: scored at validation only
+    eval_rewards: list[ResolvedComponent] = attrs.field(factory=list)
 
     @property
     def run(self) -> RunConfig:

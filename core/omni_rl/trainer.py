@@ -19,20 +19,27 @@ import numpy as np
 from rich.console import Console
 
 from omni_rl import checkpoint, rundir
-from omni_rl.advantages import compute_advantages, reward_aggregation
+from omni_rl.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
 from omni_rl.checkpoint import latest_checkpoint
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure
 from omni_rl.images import save_grid
+from omni_rl.manifest import FORMAT, CheckpointReader
 from omni_rl.metrics import MetricsLogger
 from omni_rl.plots import plot_reward_curve
+from omni_rl.plugins import describe_exception
 from omni_rl.protocols import RolloutRequest
+from omni_rl.resume import resume
 from omni_rl.rewards import CombinedReward, ScoredBatch
+from omni_rl.run_summary import format_reward
 from omni_rl.rundir import resolve_run_start
 from omni_rl.runtime.group import WorkerGroup
 from omni_rl.runtime.stepping import merge_stats
 from omni_rl.schema import ResolvedConfig
+
+#: what CombinedReward.metrics adds for the weighted total, left out of the eval rewards' metrics
+_TOTALS = ("val/mean", "val/std")
 
 
 def sample_seeds(run_seed: int, tag: int, count: int) -> list[int]:
@@ -68,15 +75,32 @@ class Trainer:
         self.prompts = PromptSampler(self.train_records, config.run.seed)
         self.consecutive_skips = 0
         self.rewards = CombinedReward(config.rewards, self.ctx)
+        # [[eval_reward]]: scored on the val images only, reported beside the trained reward, never trained on
+        self.eval_rewards = CombinedReward(config.eval_rewards, self.ctx)
         self.advantage = components["advantage"].build(self.ctx)
         reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
 
     # -- one step -----------------------------------------------------------------------------------------
-    def _score(self, images: np.ndarray, records: list[PromptRecord], prompts: list[str]) -> ScoredBatch:
+    def _score(
+        self,
+        images: np.ndarray,
+        records: list[PromptRecord],
+        prompts: list[str],
+        run_dir: Path | None = None,
+        rewards: CombinedReward | None = None,
+    ) -> ScoredBatch:
+        """Score with ``rewards`` (the trained ones by default). A reward that stops the run (a reward server that
+        went away, say) gets the resume command added to its hint: the last checkpoint is intact."""
         metadata = [rec.metadata for rec in records]
-        return self.rewards(images, prompts, metadata)
+        try:
+            return (rewards or self.rewards)(images, prompts, metadata)
+        except RuntimeFailure as exc:
+            if run_dir is None:
+                raise
+            resume = f"then resume with: {self.resume_command(run_dir)}"
+            raise RuntimeFailure(exc.message, hint=f"{exc.hint}; {resume}" if exc.hint else resume) from exc
 
     def validate(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
@@ -100,13 +124,21 @@ class Trainer:
             metadata=[r.metadata for r in records],
         )
         out = group.rollout(request)
-        scored = self._score(out["images"], records, prompts)
+        scored = self._score(out["images"], records, prompts, run_dir)
         # the grid shows each prompt's first image; the metrics average all of them
-        captions = [f"{p} | {s:.2f}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)]
-        grid = save_grid(run_dir / f"val_step_{step}.png", out["images"][::repeats], captions)
+        captions = [
+            f"{format_reward(s)} | {p}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)
+        ]
+        title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
+        grid = save_grid(run_dir / f"val_step_{step}.png", out["images"][::repeats], captions, title=title)
         if logger is not None:
             logger.log_images(step, "images/val", grid)
-        return scored.metrics(prefix="val/reward")
+        metrics = scored.metrics(prefix="val/reward")
+        if self.eval_rewards.sections:
+            evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
+            # val/<name>/mean and its sub-scores; not val/mean: the eval rewards are not summed into one score
+            metrics.update({k: v for k, v in evaluated.metrics(prefix="val").items() if k not in _TOTALS})
+        return metrics
 
     def train_step(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
@@ -133,8 +165,9 @@ class Trainer:
         out = group.rollout(request)
         t_rollout = time.perf_counter()
 
-        scored = self._score(out["images"], sample_records, prompts)
-        rewards = torch.as_tensor(scored.total, dtype=torch.float32)
+        scored = self._score(out["images"], sample_records, prompts, run_dir)
+        # a NaN/inf score (reward/<name>/nonfinite) has advantage 0 and, as the loss sees it, its group's mean
+        rewards = torch.as_tensor(neutral_nonfinite(scored.total, group_ids), dtype=torch.float32)
         gids = torch.as_tensor(group_ids, dtype=torch.long)
         step_advantages = compute_advantages(self.advantage, scored, gids)  # [advantage] may sum per-reward A_k
         advantages = step_advantages.total
@@ -168,8 +201,9 @@ class Trainer:
         )
         image_every = self.config.log.image_every
         if image_every and (step % image_every == 0 or step == 1 or step == self.config.run.steps):
-            captions = [f"{p} | {s:.2f}" for p, s in zip(prompts, scored.total, strict=True)]
-            grid = save_grid(run_dir / f"samples_step_{step}.png", out["images"], captions, columns=g)
+            captions = [f"{format_reward(s)} | {p}" for p, s in zip(prompts, scored.total, strict=True)]
+            title = f"train step {step}: {len(prompts) // g} prompts x {g} images, run.seed {self.config.run.seed}"
+            grid = save_grid(run_dir / f"samples_step_{step}.png", out["images"], captions, columns=g, title=title)
             if logger is not None:
                 logger.log_images(step, "images/train", grid)
         return metrics
@@ -186,13 +220,9 @@ class Trainer:
         rundir.prepare(run_dir)
         write_resolved(config, run_dir)
         self.console.print(f"[bold]omni-rl[/]: run directory [cyan]{run_dir}[/]")
-        first_step = 1
-        if start.checkpoint is not None:
-            first_step = int(start.state["step"]) + 1
-            self.prompts.load_state_dict(start.state["prompt_sampler"])
-            self.consecutive_skips = int(start.state.get("consecutive_skips", 0))
-            self.console.print(f"resuming from [cyan]{start.checkpoint}[/] at step {first_step}")
-        reward_actors = self.rewards.actor_resources()
+        if not start.fallback and start.candidates:  # a named checkpoint with a missing or cut file: refused now
+            CheckpointReader(start.candidates[0]).check_sizes()
+        reward_actors = self.rewards.actor_resources() + self.eval_rewards.actor_resources()
         with ray_session(config.cluster, reward_actors) as ray_description, InterruptGuard(self.console) as interrupt:
             self.console.print(f"Ray: {ray_description}")
             group = WorkerGroup(
@@ -200,33 +230,51 @@ class Trainer:
             )
             try:
                 self.rewards.start()  # before the first rollout: a reward actor that cannot be placed fails now
+                self.eval_rewards.start()
                 info = group.infos[0]
                 self.console.print(
                     f"{group.size} policy worker(s) on {info['device']}: {info['trainable_parameters']:,} trainable "
                     "parameters"
                 )
-                resumed = start.checkpoint is not None
-                if resumed:
-                    group.call("load_state", str(start.checkpoint))
-                self._reset_driver_rng(start.checkpoint)
+                loaded = resume(group, start, self.console)
+                first_step = loaded.step + 1
+                if loaded.checkpoint is not None:
+                    self.prompts.load_state_dict(loaded.state["prompt_sampler"])
+                    self.consecutive_skips = int(loaded.state.get("consecutive_skips", 0))
+                    self.console.print(f"resuming from [cyan]{loaded.checkpoint}[/] at step {first_step}")
+                self._reset_driver_rng(loaded.driver_rng)
+                resumed = loaded.checkpoint is not None
                 last_saved = self._train_loop(group, run_dir, first_step, resumed, interrupt)
             finally:
                 # on success and on errors alike: no orphaned workers holding the cluster's resources
                 group.shutdown()
                 self.rewards.close()
+                self.eval_rewards.close()
         if interrupt.requested:
             raise Interrupted(
                 f"interrupted after step {last_saved}; checkpoint saved in {run_dir / 'checkpoints'}",
                 hint=f"resume with: {self.resume_command(run_dir)}",
             )
-        curve = plot_reward_curve(run_dir / "metrics.jsonl", run_dir / "reward_curve.png")
-        grids = sorted(run_dir.glob("samples_step_*.png"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
-        self.console.print(f"[green]done[/]: metrics in {run_dir / 'metrics.jsonl'}")
-        if curve is not None:
-            self.console.print(f"reward curve: {curve}")
-        if grids:
-            self.console.print(f"sample grids: {grids[0]} ... {grids[-1]}")
+        plot_reward_curve(run_dir / "metrics.jsonl", run_dir / "reward_curve.png")
+        self._print_summary(run_dir)
         return run_dir
+
+    def _print_summary(self, run_dir: Path) -> None:
+        """The run at a glance, read back from what it wrote (as ``omni-rl compare`` prints it): base, best and
+        final val reward and each sub-score, train seconds, images/s, and where the curve, the grids and the last
+        checkpoint are, with the export command."""
+        from rich.markup import escape
+
+        from omni_rl.run_summary import summarize_run, summary_paths, summary_table
+
+        self.console.print(f"[green]done[/]: metrics in {escape(str(run_dir / 'metrics.jsonl'))}")
+        summary = summarize_run(run_dir)
+        self.console.print(summary_table([summary]))
+        grids = sorted(run_dir.glob("samples_step_*.png"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+        if grids:
+            self.console.print(f"sample grids: {escape(str(grids[0]))} ... {escape(str(grids[-1]))}")
+        for name, where in summary_paths(summary):
+            self.console.print(f"{name}: {escape(where)}")
 
     def _train_loop(
         self, group: WorkerGroup, run_dir: Path, first_step: int, resumed: bool, interrupt: InterruptGuard
@@ -257,13 +305,12 @@ class Trainer:
                     break
         return last_saved
 
-    def _reset_driver_rng(self, resumed_from: Path | None) -> None:
+    def _reset_driver_rng(self, saved: tuple[dict[str, Any], dict[str, Any]] | None) -> None:
         """Right before the first step (after Ray's start-up, which may draw from them), the driver's global RNGs
-        take the state saved with the checkpoint resumed from, or the run seed's: a resumed run draws what the
-        uninterrupted one drew."""
-        saved = None if resumed_from is None else resumed_from / checkpoint.DRIVER_DIR
-        if saved is not None and (saved / "rng.json").is_file():  # absent in checkpoints of older versions
-            checkpoint.load_rng(saved)
+        take the state saved with the checkpoint resumed from (``saved``: its tensors and JSON), or the run
+        seed's: a resumed run draws what the uninterrupted one drew."""
+        if saved is not None:  # absent in checkpoints of older versions
+            checkpoint.apply_rng(*saved)
         else:
             checkpoint.seed_global_rngs(self.config.run.seed)
 
@@ -287,9 +334,9 @@ class Trainer:
         return not skipped_all
 
     def save_checkpoint(self, group: WorkerGroup, run_dir: Path, step: int) -> Path:
-        """Staging directory, then rename, then the ``latest`` pointer: a crash never leaves a torn checkpoint."""
-        import ray
-
+        """Staging directory, then the manifest, then rename, then the ``latest`` pointer: a crash never leaves a
+        torn checkpoint, and a failed write (a worker's included: the group reports it as a RuntimeFailure)
+        removes the staging directory and names the intact previous checkpoint."""
         staging = checkpoint.staging_dir(run_dir, step)
         try:
             group.call("save_state", str(staging))
@@ -297,6 +344,7 @@ class Trainer:
                 staging / "trainer_state.json",
                 {
                     "step": step,
+                    "format": FORMAT,
                     "prompt_sampler": self.prompts.state_dict(),
                     "consecutive_skips": self.consecutive_skips,
                 },
@@ -304,11 +352,12 @@ class Trainer:
             (staging / checkpoint.DRIVER_DIR).mkdir()
             checkpoint.save_rng(staging / checkpoint.DRIVER_DIR)
             return checkpoint.publish(run_dir, staging, step, self.config.run.keep_last)
-        except (OSError, ray.exceptions.RayTaskError) as exc:
+        except (OSError, RuntimeFailure) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             previous = latest_checkpoint(run_dir)
+            reason = exc.message if isinstance(exc, RuntimeFailure) else describe_exception(exc)
             raise RuntimeFailure(
-                f"could not write the checkpoint of step {step}: {exc}",
+                f"could not write the checkpoint of step {step}: {reason}",
                 hint=f"free disk space in {run_dir}; the previous checkpoint ({previous}) is intact; "
                 f"resume with: {self.resume_command(run_dir)}",
             ) from exc

@@ -21,6 +21,22 @@ def tiny_sd3(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random QwenImagePipeline directory, written once per session."""
+    from omni_rl_qwen_image.tiny import build_tiny_qwen_image_pipeline
+
+    return Path(build_tiny_qwen_image_pipeline(tmp_path_factory.mktemp("qwen-image") / "tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_flux(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random FluxPipeline directory (FLUX.1-dev's layout: guidance embeddings), written once per session."""
+    from omni_rl_flux.tiny import build_tiny_flux_pipeline
+
+    return Path(build_tiny_flux_pipeline(tmp_path_factory.mktemp("flux") / "tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
     """One embedded Ray for the whole session: a Ray start costs seconds and ~2 GB. Runs reuse it."""
     import ray
@@ -44,6 +60,19 @@ SMALL_JPEG_SETS = (
     "cluster.cpus_per_worker=1",
     "log.image_every=0",
 )
+
+
+@pytest.fixture(scope="session")
+def small_jpeg_args(tiny_sd3: Path):
+    """``args(out, *extra_sets) -> argv`` of ``omni-rl run`` for the small sd3_tiny_jpeg run writing to ``out``,
+    with more ``--set`` overrides after the shared ones (later ones win)."""
+    example = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
+
+    def args(out: Path, *extra: str) -> list[str]:
+        sets = [f"run.output_dir={out}", f"model.options.path={tiny_sd3}", *SMALL_JPEG_SETS, *extra]
+        return ["run", str(example), *[a for s in sets for a in ("--set", s)]]
+
+    return args
 
 
 @pytest.fixture

@@ -42,7 +42,9 @@ def test_a_dead_worker_is_named_with_the_resume_command(tiny_sd3: Path, tmp_path
         pid = group.infos[0]["pid"]
         os.kill(pid, signal.SIGKILL)
         _wait_until_dead(pid)
-        with pytest.raises(RuntimeFailure, match=rf"policy worker 0 \(pid {pid} on .+\) died while ready") as excinfo:
+        with pytest.raises(
+            RuntimeFailure, match=rf"policy worker 0 \(pid {pid} on .+\) died while starting"
+        ) as excinfo:
             group.call("ready")
         assert "--set run.resume=auto" in str(excinfo.value)
     finally:

@@ -1,4 +1,4 @@
-"""The ``omni-rl`` command: ``run``, ``check``, ``export`` and ``plugins``.
+"""The ``omni-rl`` command: ``run``, ``check``, ``export``, ``compare``, ``verify``, ``serve-reward`` and ``plugins``.
 
 Exit codes: 0 success; 2 a config or usage error (including plugin conflicts and unknown components), which
 the user fixes by editing something; 1 a failure at run time. Tracebacks are shown only with ``--debug``.
@@ -66,6 +66,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler="export")
 
+    compare = commands.add_parser(
+        "compare", parents=[common], help="overlay several runs' reward curves and print a summary of each"
+    )
+    compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories ([run] output_dir)")
+    compare.add_argument("--out", default="compare.png", metavar="PNG", help="where to write the overlay")
+    compare.add_argument("--ema", type=float, default=0.9, metavar="F", help="EMA factor of the train reward")
+    compare.set_defaults(handler="compare")
+
+    verify = commands.add_parser(
+        "verify", parents=[common], help="check every checkpoint of a run against its manifest (exit 1 if damaged)"
+    )
+    verify.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (the [run] output_dir of a training run)")
+    verify.set_defaults(handler="verify")
+
+    serve_reward = commands.add_parser(
+        "serve-reward",
+        parents=[common],
+        help="serve installed rewards over HTTP (Ray Serve) for the http reward of other runs, until Ctrl-C",
+    )
+    serve_reward.add_argument("config", metavar="CONFIG", help="a serve config: [server] and [[reward]] tables")
+    serve_reward.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override one value, e.g. --set server.port=8001"
+    )
+    serve_reward.set_defaults(handler="serve-reward")
+
     plugins = commands.add_parser("plugins", parents=[common], help="list the installed plugins")
     plugins.add_argument("--components", action="store_true", help="list each plugin's components")
     plugins.add_argument("--json", action="store_true", help="print a JSON array, one object per plugin")
@@ -79,6 +104,18 @@ def _handler(name: str) -> Handler:
         from omni_rl.cli.plugins_cmd import run_plugins
 
         return run_plugins
+    if name == "serve-reward":
+        from omni_rl.cli.serve_cmd import run_serve_reward
+
+        return run_serve_reward
+    if name == "compare":
+        from omni_rl.cli.compare_cmd import run_compare
+
+        return run_compare
+    if name == "verify":
+        from omni_rl.cli.verify_cmd import run_verify
+
+        return run_verify
     if name == "export":
         from omni_rl.cli.export_cmd import run_export
 

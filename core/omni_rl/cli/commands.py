@@ -64,6 +64,8 @@ def _components_table(config: ResolvedConfig, registry: Registry) -> Table:
         table.add_row(*_row(kind, kind, component.name, registry))
     for i, reward in enumerate(config.rewards):
         table.add_row(*_row(f"reward[{i}]", "reward", reward.name, registry))
+    for i, reward in enumerate(config.eval_rewards):
+        table.add_row(*_row(f"eval_reward[{i}]", "reward", reward.name, registry))
     return table
 
 

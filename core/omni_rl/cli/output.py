@@ -14,7 +14,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from omni_rl.errors import OmniRLError
-from omni_rl.plugins import describe_exception
+from omni_rl.faults import describe_remote, strip_actor_ids, strip_ansi
 
 
 class Output:
@@ -42,20 +42,27 @@ class Output:
     def error(self, exc: OmniRLError) -> None:
         """A user-actionable failure: message and hint, the traceback only with ``--debug``."""
         self.traceback(exc)
-        self.err.print(Text.assemble(("error: ", "bold red"), exc.message))
+        self.err.print(Text.assemble(("error: ", "bold red"), self._clean(exc.message)))
         if exc.hint:
-            self.err.print(Text.assemble(("hint: ", "yellow"), exc.hint))
+            self.err.print(Text.assemble(("hint: ", "yellow"), self._clean(exc.hint)))
 
     def unexpected(self, exc: BaseException) -> None:
-        """A bug or an environment failure: one line, and how to get the traceback."""
+        """A bug or an environment failure: one line, and how to get the traceback. An error from a Ray actor is
+        named by the exception raised inside it, not Ray's wrapper (omni_rl.faults)."""
         self.traceback(exc)
-        self.err.print(Text.assemble(("error: ", "bold red"), describe_exception(exc)))
+        self.err.print(Text.assemble(("error: ", "bold red"), self._clean(describe_remote(exc))))
         if not self.debug:
             self.err.print(Text.assemble(("hint: ", "yellow"), "rerun with --debug for the traceback"))
 
+    def _clean(self, text: str) -> str:
+        """Messages carry no terminal escapes of their own (rich styles them, or not under NO_COLOR / a pipe); Ray's
+        actor reprs and ids in a message are kept for ``--debug``."""
+        text = strip_ansi(text)
+        return text if self.debug else strip_actor_ids(text)
+
     def traceback(self, exc: BaseException) -> None:
         if self.debug:
-            self.err.print(Text("".join(traceback.format_exception(exc)), style="dim"))
+            self.err.print(Text(strip_ansi("".join(traceback.format_exception(exc))), style="dim"))
 
     def details(self, text: str) -> None:
         """Extra diagnostics (a failed plugin's traceback), shown with ``--debug``."""

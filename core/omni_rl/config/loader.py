@@ -34,6 +34,7 @@ SECTION_ORDER: tuple[str, ...] = (
     "sampler",
     "rollout",
     "reward",
+    "eval_reward",
     "advantage",
     "loss",
     "optim",
@@ -79,6 +80,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     problems += component_problems
     if file is not None:
         problems += _sharding_problems(file)
+        problems += _eval_reward_problems(file)
         problems += _component_check_problems(file, chosen)
     if problems or file is None:
         raise ConfigError(_problems_message(source, _in_file_order(problems, raw)), hint=_hint(problems, registry))
@@ -90,6 +92,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
         rewards=[resolved[f"reward[{i}]"] for i in range(len(file.reward))],
         raw=final_raw,
         plugin_versions=[f"omni-rl=={core_version()}", *registry.plugin_versions()],
+        eval_rewards=[resolved[f"eval_reward[{i}]"] for i in range(len(file.eval_reward))],
     )
 
 
@@ -107,6 +110,16 @@ def _sharding_problems(file: TrainConfig) -> list[str]:
             f"[cluster] workers ({workers}): the sharded model's forwards are collective, so every worker must "
             f'sample the same number of prompt groups; set a multiple of {workers}, or strategy = "ddp" '
             "@ $.data.prompts_per_step"
+        ]
+    return []
+
+
+def _eval_reward_problems(file: TrainConfig) -> list[str]:
+    """An eval reward is scored at validation only: with validation off it would silently never run."""
+    if file.eval_reward and not (file.run.eval_every or file.run.eval_before_training):
+        return [
+            "invalid value: [[eval_reward]] is scored at validation only, but validation is off; set [run] "
+            "eval_every (and [data] val), or remove the [[eval_reward]] sections @ $.eval_reward"
         ]
     return []
 
@@ -154,9 +167,10 @@ def _resolve_components(
     ``preset_note`` marks sections the preset filled in, so an unknown name there says where it came from.
     """
     sections: list[tuple[str, str, Any]] = [(kind, kind, merged.get(kind)) for kind in COMPONENT_SECTIONS]
-    rewards = merged.get("reward")
-    if isinstance(rewards, list):
-        sections += [("reward", f"reward[{i}]", section) for i, section in enumerate(rewards)]
+    for table in ("reward", "eval_reward"):
+        rewards = merged.get(table)
+        if isinstance(rewards, list):
+            sections += [("reward", f"{table}[{i}]", section) for i, section in enumerate(rewards)]
     chosen: dict[str, tuple[Component, Any]] = {}
     problems: list[str] = []
     for kind, key, section in sections:
@@ -227,6 +241,9 @@ def _resolved_components(
         if key.startswith("reward["):
             section = file.reward[int(key[len("reward[") : -1])]
             extra = {"weight": section.weight, "on_error": section.on_error, "resources": dict(section.resources)}
+        elif key.startswith("eval_reward["):
+            evaluated = file.eval_reward[int(key[len("eval_reward[") : -1])]
+            extra = {"on_error": evaluated.on_error, "resources": dict(evaluated.resources)}
         resolved[key] = ResolvedComponent(
             kind=component.kind, name=component.name, spec=component.spec, options=options, **extra
         )
@@ -248,6 +265,12 @@ def _resolved_raw(
                 document[key] = {"name": preset.name}
         elif key == "reward":
             document[key] = [_component_table(conv, resolved[f"reward[{i}]"]) for i in range(len(file.reward))]
+        elif key == "eval_reward":
+            if file.eval_reward:  # written only when used, so files without it read as before
+                document[key] = [
+                    _component_table(conv, resolved[f"eval_reward[{i}]"], weighted=False)
+                    for i in range(len(file.eval_reward))
+                ]
         elif key in COMPONENT_SECTIONS:
             document[key] = _component_table(conv, resolved[key])
         else:
@@ -255,10 +278,12 @@ def _resolved_raw(
     return document
 
 
-def _component_table(conv: cattrs.Converter, component: ResolvedComponent) -> dict[str, Any]:
+def _component_table(conv: cattrs.Converter, component: ResolvedComponent, weighted: bool = True) -> dict[str, Any]:
     table: dict[str, Any] = {"name": component.name}
     if component.kind == "reward":
-        table |= {"weight": component.weight, "on_error": component.on_error}
+        if weighted:  # an [[eval_reward]] is in no weighted sum
+            table["weight"] = component.weight
+        table["on_error"] = component.on_error
         if component.resources:
             table["resources"] = dict(component.resources)
     table["options"] = to_toml_value(conv.unstructure(component.options))

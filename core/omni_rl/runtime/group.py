@@ -21,7 +21,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from omni_rl.errors import RuntimeFailure
+from omni_rl.errors import OmniRLError, RuntimeFailure
+from omni_rl.faults import clean_line, describe_remote, remote_cause
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle
 from omni_rl.runtime.sharding import split_groups
@@ -116,7 +117,7 @@ class WorkerGroup:
 
     def _fail(self, rank: int, exc: BaseException, what: str, pending: dict[Any, int]) -> NoReturn:
         """Raise for the failed call of worker ``rank``: a RuntimeFailure naming every worker found dead, or,
-        when none died, the worker's own error unchanged (a bug or a failed save is reported as it is)."""
+        when none died, the worker's own error as one line naming the worker and the operation (:func:`_named`)."""
         import ray
 
         dead = {rank: _reason(exc)} if _is_death(exc) else {}
@@ -133,7 +134,7 @@ class WorkerGroup:
                             deadline = time.monotonic() + SIBLING_DEATH_S
                         dead[other] = _reason(other_exc)
         if not dead:
-            raise exc
+            raise _named(rank, exc, what, self.hint()) from exc
         ranks = sorted(dead)
         names = ", ".join(self._describe(r) for r in ranks)
         subject = f"policy worker {names}" if len(ranks) == 1 else f"policy workers {names}"
@@ -150,7 +151,10 @@ class WorkerGroup:
 
     def call(self, method: str, *args: Any) -> list[Any]:
         """The same call on every worker; results in rank order."""
-        return self._gather([getattr(a, method).remote(*args) for a in self.actors], method.replace("_", " "))
+        what = _OPERATIONS.get(method, method.replace("_", " "))
+        if method in ("save_state", "load_state") and args:
+            what = f"{what} {args[0]}"
+        return self._gather([getattr(a, method).remote(*args) for a in self.actors], what)
 
     def rollout(self, request: RolloutRequest) -> dict[str, Any]:
         """Split by whole groups, sample on every worker at once, concatenate in the request's order.
@@ -179,7 +183,7 @@ class WorkerGroup:
             )
             refs[rank] = actor.rollout_shard.remote(sub, len(positions))
             used.append(positions)
-        parts = self._gather(refs, "sampling")
+        parts = self._gather(refs, f"sampling (step {request.step})" if request.step >= 0 else "sampling (validation)")
         order = np.concatenate([np.asarray(p) for p in used])
         if not np.array_equal(order, np.arange(len(request.prompts))):
             raise AssertionError("worker shards must be contiguous runs of the request")
@@ -234,6 +238,22 @@ class WorkerGroup:
             ray.util.remove_placement_group(self.placement)
 
 
+#: what each call is doing, as the errors say it
+_OPERATIONS = {"ready": "starting", "save_state": "saving the checkpoint", "load_state": "loading the checkpoint"}
+
+
+def _named(rank: int, exc: BaseException, what: str, hint: str) -> OmniRLError:
+    """A live worker's failed call as one line: ``policy worker N failed while <what>: Type: message``. An
+    omni-rl error raised in the worker (a damaged checkpoint, a bad option) keeps its class, attributes and hint,
+    with the worker and the operation put in front of its message."""
+    cause = remote_cause(exc)
+    if isinstance(cause, OmniRLError):
+        cause.message = f"policy worker {rank} failed while {what}: {cause.message}"
+        cause.args = (cause.message,)
+        return cause
+    return RuntimeFailure(f"policy worker {rank} failed while {what}: {describe_remote(exc)}", hint=hint)
+
+
 def _is_death(exc: BaseException) -> bool:
     """Whether a failed call means its worker process is gone (killed, crashed, out of memory, node lost)."""
     import ray
@@ -246,5 +266,4 @@ def _is_death(exc: BaseException) -> bool:
 
 def _reason(exc: BaseException) -> str:
     """The first line of a Ray error (the rest is Ray's long explanation and the remote traceback)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return clean_line(str(exc)) or type(exc).__name__

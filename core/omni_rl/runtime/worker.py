@@ -256,22 +256,45 @@ class PolicyWorker:
         checkpoint.write_json(own / "update_state.json", self._update_state())
         checkpoint.save_rng(own)
 
-    def load_state(self, directory: str) -> None:
+    def load_state(self, directory: str) -> bool:
+        """Restore what :meth:`save_state` wrote. Every file is read and checked against the checkpoint's manifest
+        before anything changes, so a damaged checkpoint (CheckpointDamaged, naming the file) leaves this worker
+        as it was for the driver to try an older one. Returns whether the files could be verified (False: a
+        checkpoint of an older version, without a manifest)."""
         from omni_rl import checkpoint
+        from omni_rl.manifest import CheckpointReader
 
-        own = Path(directory) / f"worker_{self.rank}"
+        reader = CheckpointReader(Path(directory))
+        own = f"worker_{self.rank}"
         # the weights and optimizer tensors are whole in every DDP worker's directory, and (once) in worker_0's
         # under FSDP2: either strategy resumes from either layout (with the same number of workers)
-        tensors = own if (own / "trainable.safetensors").is_file() else Path(directory) / "worker_0"
-        checkpoint.load_trainable(self.model.transformer, tensors / "trainable.safetensors")
-        # older checkpoints lack the next two files: the extra adapters then keep their setup copy and the
-        # counters start at zero, as before they were saved
-        checkpoint.load_frozen_adapters(self.model.transformer, tensors / "adapters.safetensors")
-        checkpoint.load_optimizer(self.optimizer, tensors)
-        self.scheduler.load_state_dict(checkpoint.read_json(own / "scheduler.json"))
-        if (own / "update_state.json").is_file():
-            self._load_update_state(checkpoint.read_json(own / "update_state.json"))
-        checkpoint.load_rng(own)
+        tensors = own if reader.has(f"{own}/trainable.safetensors") else "worker_0"
+        trainable = reader.load_tensors(f"{tensors}/trainable.safetensors")
+        # older checkpoints lack the adapters and update state: the extra adapters then keep their setup copy and
+        # the counters start at zero, as before they were saved
+        adapters = (
+            reader.load_tensors(f"{tensors}/adapters.safetensors")
+            if reader.has(f"{tensors}/adapters.safetensors")
+            else None
+        )
+        optimizer = (
+            reader.load_tensors(f"{tensors}/optimizer.safetensors"),
+            reader.read_json(f"{tensors}/optimizer.json"),
+        )
+        scheduler = reader.read_json(f"{own}/scheduler.json")
+        update = reader.read_json(f"{own}/update_state.json") if reader.has(f"{own}/update_state.json") else None
+        rng = (reader.load_tensors(f"{own}/rng.safetensors"), reader.read_json(f"{own}/rng.json"))
+
+        transformer = self.model.transformer
+        checkpoint.apply_trainable(transformer, trainable, Path(directory) / tensors / "trainable.safetensors")
+        if adapters is not None:
+            checkpoint.apply_frozen_adapters(transformer, adapters, Path(directory) / tensors / "adapters.safetensors")
+        checkpoint.apply_optimizer(self.optimizer, *optimizer)
+        self.scheduler.load_state_dict(scheduler)
+        if update is not None:
+            self._load_update_state(update)
+        checkpoint.apply_rng(*rng)
+        return reader.verified
 
     def _update_state(self) -> dict[str, Any]:
         """The update engine's counters and the loss's own state (optional ``checkpoint_state`` hook), as JSON."""

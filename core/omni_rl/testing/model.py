@@ -18,9 +18,11 @@ class ModelConformance(SpecConformance):
     path (tests never download): see :class:`SpecConformance`.
 
     Optional fixtures: ``image_size`` ((height, width), default (64, 64)) and ``prompts`` (default two).
-    Checks: velocity has the latents' shape in float32, with and without CFG; the sigma schedule runs from 1
-    down to 0, strictly decreasing; decode gives uint8 (B, H, W, 3); LoRA parameters are trainable, the
-    adapters can be switched off, and save_lora/load_lora round-trips (``pytorch_lora_weights.safetensors``).
+    Checks: velocity has the latents' shape in float32, with and without CFG, and a sample's velocity does not
+    depend on the other prompts of its batch (of other lengths, joined by ``Conditioning.concat``); the sigma
+    schedule runs from 1 down to 0, strictly decreasing; decode gives uint8 (B, H, W, 3); LoRA parameters are
+    trainable, the adapters can be switched off, and save_lora/load_lora round-trips
+    (``pytorch_lora_weights.safetensors``).
 
     ``component`` is built per test by default; to build the model once, override it with a
     ``scope="class"`` fixture that builds it itself (the tests set the LoRA weights they need explicitly, so
@@ -96,6 +98,23 @@ class ModelConformance(SpecConformance):
         assert velocity.shape == (len(prompts), *component.latent_shape(*image_size))
         assert velocity.dtype == torch.float32
         assert torch.isfinite(velocity).all()
+
+    @pytest.mark.parametrize("cfg", [1.0, 4.5])
+    def test_velocity_does_not_depend_on_batching(
+        self, component: DiffusionModel, image_size: tuple[int, int], prompts: list[str], cfg: float
+    ) -> None:
+        """Prompts encoded one at a time and joined with ``Conditioning.concat`` (as the rollout backend does; text
+        of different lengths is right-padded with zeros) give each sample the velocity it gets alone."""
+        torch = torch_module()
+        parts = [component.encode_prompts([p], guidance_scale=cfg) for p in prompts]
+        joined = Conditioning.concat(parts)
+        latents = self._latents(component, image_size, len(prompts))
+        sigmas = torch.linspace(0.9, 0.3, len(prompts), device=component.device)
+        with torch.no_grad():
+            together = component.predict_velocity(latents, sigmas, joined, cfg)
+            for i, part in enumerate(parts):
+                alone = component.predict_velocity(latents[i : i + 1], sigmas[i : i + 1], part, cfg)
+                torch.testing.assert_close(together[i : i + 1], alone, rtol=1e-5, atol=1e-5)
 
     def test_decode_gives_uint8_images(self, component: DiffusionModel, image_size: tuple[int, int]) -> None:
         torch = torch_module()

@@ -111,7 +111,7 @@ class DiffusersRollout:
         unique = list(dict.fromkeys(prompts))
         position = {p: k for k, p in enumerate(unique)}
         parts = [model.encode_prompts([p], guidance_scale=guidance) for p in unique]
-        encoded = Conditioning({k: torch.cat([c.tensors[k] for c in parts]) for k in parts[0].tensors})
+        encoded = Conditioning.concat(parts)  # right-pads variable-length text (Qwen-Image) with zeros
         return encoded.index(torch.as_tensor([position[p] for p in prompts], dtype=torch.long))
 
 

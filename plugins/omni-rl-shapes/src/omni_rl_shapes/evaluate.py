@@ -1,4 +1,6 @@
-"""Val reward of a StableDiffusion3Pipeline on the shapes prompts, sampled by the pipeline itself.
+"""Val reward of a shapes pipeline on the val prompts: an SD3 pipeline sampled by ``StableDiffusion3Pipeline``
+itself (:func:`val_reward`), or an omni-rl model (the Qwen-Image one) sampled through omni-rl's model protocol,
+the path RL runs take (:func:`model_val_reward`).
 
 Pretraining stops on this number and the shipped model's test re-measures it, so both use one function and
 one record of the sampling settings (:class:`SamplingSettings`, saved next to the weights). Each image has its
@@ -36,15 +38,20 @@ class SamplingSettings:
     batch_size: int = 48
 
 
-def sample(pipe: Any, prompts: Sequence[str], settings: SamplingSettings) -> tuple[list[str], np.ndarray]:
-    """(prompt per image, uint8 images (N, H, W, 3)) sampled with ``StableDiffusion3Pipeline.__call__``."""
-    import torch
-
-    jobs = [
+def _jobs(prompts: Sequence[str], settings: SamplingSettings) -> list[tuple[str, int]]:
+    """(prompt, seed) of every val image: image j of prompt i has seed ``seed_offset + i + j * len(prompts)``."""
+    return [
         (prompt, settings.seed_offset + i + j * len(prompts))
         for j in range(settings.images_per_prompt)
         for i, prompt in enumerate(prompts)
     ]
+
+
+def sample(pipe: Any, prompts: Sequence[str], settings: SamplingSettings) -> tuple[list[str], np.ndarray]:
+    """(prompt per image, uint8 images (N, H, W, 3)) sampled with ``StableDiffusion3Pipeline.__call__``."""
+    import torch
+
+    jobs = _jobs(prompts, settings)
     images = []
     for start in range(0, len(jobs), settings.batch_size):
         chunk = jobs[start : start + settings.batch_size]
@@ -72,11 +79,57 @@ def val_reward(
 ) -> dict[str, float]:
     """Mean reward and sub-scores (``score``, ``strict``, ``color``, ...) of the pipeline on ``prompts``;
     with ``grid_path``, also a PNG of the sampled images (one row per image of each prompt)."""
+    return score(*sample(pipe, prompts, settings), columns=len(prompts), reward=reward, grid_path=grid_path)
+
+
+def sample_model(model: Any, prompts: Sequence[str], settings: SamplingSettings) -> tuple[list[str], np.ndarray]:
+    """(prompt per image, uint8 images) sampled from an omni-rl ``DiffusionModel`` by the Euler ODE over its own
+    ``sigma_schedule`` with its ``predict_velocity`` (CFG as the model does it: true CFG with the negative prompt
+    for Qwen-Image). Seeds as :func:`sample`; each image's initial noise comes from its own generator, drawn in
+    the (C, h, w) layout the pipelines draw it in, so a sample does not depend on its batch."""
+    import torch
+
+    jobs = _jobs(prompts, settings)
+    size, guidance = settings.size, settings.guidance_scale
+    sigmas = model.sigma_schedule(settings.num_inference_steps, size, size).float().cpu()
+    shape = model.latent_shape(size, size)
+    images = []
+    for start in range(0, len(jobs), settings.batch_size):
+        chunk = jobs[start : start + settings.batch_size]
+        with torch.no_grad():
+            conditioning = model.encode_prompts([p for p, _ in chunk], guidance_scale=guidance)
+            x = torch.stack([torch.randn(shape, generator=torch.Generator().manual_seed(s)) for _, s in chunk])
+            for i in range(settings.num_inference_steps):
+                velocity = model.predict_velocity(x, sigmas[i].expand(len(chunk)), conditioning, guidance)
+                x = x + velocity.float().cpu() * (sigmas[i + 1] - sigmas[i])
+            images.append(model.decode(x).cpu().numpy())
+    return [p for p, _ in jobs], np.concatenate(images)
+
+
+def model_val_reward(
+    model: Any,
+    prompts: Sequence[str],
+    settings: SamplingSettings,
+    reward: ShapesReward | None = None,
+    grid_path: str | Path | None = None,
+) -> dict[str, float]:
+    """:func:`val_reward` of an omni-rl model, sampled by :func:`sample_model`."""
+    return score(*sample_model(model, prompts, settings), columns=len(prompts), reward=reward, grid_path=grid_path)
+
+
+def score(
+    image_prompts: Sequence[str],
+    images: np.ndarray,
+    *,
+    columns: int,
+    reward: ShapesReward | None = None,
+    grid_path: str | Path | None = None,
+) -> dict[str, float]:
+    """Mean verifier reward and sub-scores of sampled images; with ``grid_path`` also their PNG grid."""
     reward = reward or ShapesReward()
-    image_prompts, images = sample(pipe, prompts, settings)
-    result = reward(images, image_prompts, [{}] * len(image_prompts))
+    result = reward(images, list(image_prompts), [{}] * len(image_prompts))
     if grid_path is not None:
-        save_grid(images, columns=len(prompts), path=grid_path)
+        save_grid(images, columns=columns, path=grid_path)
     return {"score": float(result.scores.mean())} | {k: float(v.mean()) for k, v in result.details.items()}
 
 

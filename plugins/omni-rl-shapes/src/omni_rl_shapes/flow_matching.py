@@ -7,6 +7,9 @@ the noise levels the shifted sampling schedule visits. A fraction of samples get
 which teaches the unconditional velocity classifier-free guidance needs (the pipeline's negative prompt is "").
 
 The text encoders and the VAE are frozen, so their outputs are computed once: each step is only the transformer.
+How the transformer is called (SD3's pooled projections, Qwen-Image's packed tokens and text mask) is the
+architecture's business (:mod:`pretrain_arch`): the trainer gets a ``velocity(x_t, sigma, prompt_ids)`` function,
+so the objective, the sigma draw, the optimizer and the EMA are one piece of code for every architecture.
 As in diffusion training generally (SD3 included), the weights evaluated and shipped are an exponential moving
 average of the trained ones: a short, high-learning-rate run's raw weights jitter from step to step, and its
 samples with them.
@@ -15,7 +18,7 @@ samples with them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,7 +46,10 @@ class FlowTraining:
 
 
 def sample_sigmas(n: int, settings: FlowTraining, shift: float, generator: Any) -> Any:
-    """n noise levels from SD3's shifted logit-normal distribution, float32 in (0, 1)."""
+    """n noise levels from SD3's shifted logit-normal distribution, float32 in (0, 1).
+
+    ``shift`` is SD3's constant shift (3), or for a scheduler with dynamic shifting (Qwen-Image) exp(mu) with mu
+    its resolution-dependent shift: the exponential time shift exp(mu) / (exp(mu) + 1 / t - 1) is this same map."""
     import torch
 
     u = torch.randn(n, generator=generator) * settings.logit_std + settings.logit_mean
@@ -62,10 +68,12 @@ def lr_factor(step: int, settings: FlowTraining) -> float:
 
 
 class FlowMatchingTrainer:
-    """Full-weight training of an SD3 transformer on (latent, prompt index) pairs.
+    """Full-weight training of a flow-matching transformer on (latent, prompt index) pairs.
 
-    ``latents`` (N, C, h, w) are model-space latents, ``prompt_ids`` (N,) index rows of ``embeds`` /
-    ``pooled`` (the prompt conditioning), and ``empty_id`` is the row of the empty prompt.
+    ``latents`` (N, C, h, w) are model-space latents and ``prompt_ids`` (N,) index the rows of the prompt
+    conditioning that ``velocity(x_t, sigma, ids)`` looks up (the transformer's prediction for latents ``x_t``
+    (B, C, h, w) at noise levels ``sigma`` (B,), shaped like ``x_t``); ``empty_id`` is the row of the
+    unconditional prompt. ``shift`` is the time shift of the sigma draw (:func:`sample_sigmas`).
     """
 
     def __init__(
@@ -73,8 +81,7 @@ class FlowMatchingTrainer:
         transformer: Any,
         latents: Any,
         prompt_ids: Any,
-        embeds: Any,
-        pooled: Any,
+        velocity: Callable[[Any, Any, Any], Any],
         empty_id: int,
         *,
         shift: float,
@@ -85,7 +92,7 @@ class FlowMatchingTrainer:
 
         self.transformer = transformer
         self.latents, self.prompt_ids = latents, prompt_ids
-        self.embeds, self.pooled, self.empty_id = embeds, pooled, empty_id
+        self.velocity, self.empty_id = velocity, empty_id
         self.shift = shift
         self.settings = settings
         self.generator = torch.Generator().manual_seed(seed)
@@ -110,13 +117,7 @@ class FlowMatchingTrainer:
         s_ = sigma.view(-1, 1, 1, 1)
         x_t = (1 - s_) * x0 + s_ * noise
         self.transformer.train()
-        prediction = self.transformer(
-            hidden_states=x_t,
-            timestep=sigma * 1000.0,
-            encoder_hidden_states=self.embeds[ids],
-            pooled_projections=self.pooled[ids],
-            return_dict=False,
-        )[0]
+        prediction = self.velocity(x_t, sigma, ids)
         loss = (prediction.float() - (noise - x0)).pow(2).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

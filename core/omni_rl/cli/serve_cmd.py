@@ -1,0 +1,41 @@
+"""``omni-rl serve-reward CONFIG``: serve installed reward components over HTTP (Ray Serve) until Ctrl-C.
+
+The core builds the rewards through the registry like any other component, so any installed reward can be
+served, and imports no plugin. docs/rewards.md describes the config and the JSON protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.text import Text
+
+from omni_rl.cli.output import Output
+from omni_rl.registry import Registry
+
+
+def run_serve_reward(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+    from omni_rl.serving import load_serve_config
+    from omni_rl.serving.launch import connect, start_servers, stop_servers
+
+    for warning in registry.warnings:
+        output.warning(warning)
+    config = load_serve_config(args.config, args.set or (), registry)
+    started = connect(config)
+    try:
+        urls = start_servers(config)
+        for reward, url in zip(config.rewards, urls, strict=True):
+            output.success(f"serving reward {reward.component.name!r} at {url}")
+        output.print(Text(f'use it in a run: [[reward]] name = "http", options = {{ url = "{urls[0]}" }}'))
+        output.print(Text("Ctrl-C stops the servers"))
+        while True:
+            time.sleep(3600)
+    finally:
+        try:
+            stop_servers(config)
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()

@@ -1,0 +1,214 @@
+"""The JSON protocol of reward servers (``omni-rl serve-reward``) and of the ``http`` reward that calls them.
+
+One ``POST`` scores a batch; ``GET`` on the same URL says what is served. JSON only, never pickle: a reward
+server may be shared by several teams' runs, and unpickling a request would let any client run code in it.
+docs/rewards.md documents the format for servers written in other languages; in short::
+
+    request  {"protocol": "omni-rl-reward/1",
+              "images": {"encoding": "png", "data": ["<base64 PNG>", ...]}
+                     or {"encoding": "raw", "dtype": "uint8", "shape": [N, H, W, 3], "data": "<base64 bytes>"},
+              "prompts": ["...", ...], "metadata": [{...}, ...]}
+    response {"scores": [float, ...], "details": {"<sub-score>": [float, ...]}, "failures": int}
+    error    HTTP 4xx/5xx with {"error": "<what went wrong>"}
+
+Kept in the core (not in a plugin) because both ends need it: the server the core's CLI starts and the
+client reward a plugin provides.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from omni_rl.batch import RewardResult
+
+PROTOCOL = "omni-rl-reward/1"
+ImageEncoding = Literal["png", "raw"]
+IMAGE_ENCODINGS: tuple[str, ...] = ("png", "raw")
+
+
+class ProtocolError(ValueError):
+    """A request or response that does not follow the protocol; the message says which field and why."""
+
+
+# -- images ----------------------------------------------------------------------------------------------
+
+
+def png_base64(image: np.ndarray) -> str:
+    """One uint8 (H, W, 3) RGB image as base64 PNG text (lossless, so the server scores the same pixels)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image), mode="RGB").save(buffer, format="PNG", compress_level=1)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def png_data_url(image: np.ndarray) -> str:
+    """``data:image/png;base64,...``: how OpenAI-compatible chat APIs take an image inline."""
+    return "data:image/png;base64," + png_base64(image)
+
+
+def encode_images(images: np.ndarray, encoding: ImageEncoding = "png") -> dict[str, Any]:
+    """The ``images`` field of a request. ``raw`` skips PNG's compression (faster on a fast network)."""
+    array = _checked_images(np.asarray(images), "images")
+    if encoding == "raw":
+        data = base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
+        return {"encoding": "raw", "dtype": "uint8", "shape": list(array.shape), "data": data}
+    if encoding == "png":
+        return {"encoding": "png", "data": [png_base64(image) for image in array]}
+    raise ProtocolError(f"unknown image encoding {encoding!r}; use one of {', '.join(IMAGE_ENCODINGS)}")
+
+
+def decode_images(field: Any) -> np.ndarray:
+    """The uint8 (N, H, W, 3) array of a request's ``images`` field, or ProtocolError."""
+    if not isinstance(field, Mapping):
+        raise ProtocolError('"images" must be an object with "encoding" and "data"')
+    encoding = field.get("encoding")
+    if encoding == "raw":
+        return _decode_raw(field)
+    if encoding == "png":
+        return _decode_png(field.get("data"))
+    raise ProtocolError(f'"images.encoding" must be one of {list(IMAGE_ENCODINGS)}, got {encoding!r}')
+
+
+def _decode_raw(field: Mapping[str, Any]) -> np.ndarray:
+    if field.get("dtype") != "uint8":
+        raise ProtocolError(f'"images.dtype" must be "uint8", got {field.get("dtype")!r}')
+    shape = field.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(s, int) and s >= 0 for s in shape)):
+        raise ProtocolError(f'"images.shape" must be [N, H, W, 3] (non-negative integers), got {shape!r}')
+    raw = _b64(field.get("data"), "images.data")
+    if len(raw) != math.prod(shape):
+        raise ProtocolError(f'"images.data" holds {len(raw)} bytes but shape {shape} needs {math.prod(shape)}')
+    return _checked_images(np.frombuffer(raw, dtype=np.uint8).reshape(shape), "images")
+
+
+def _decode_png(data: Any) -> np.ndarray:
+    from PIL import Image
+
+    if not isinstance(data, list):
+        raise ProtocolError('"images.data" must be a list of base64 PNG strings')
+    images = []
+    for i, item in enumerate(data):
+        try:
+            with Image.open(io.BytesIO(_b64(item, f"images.data[{i}]"))) as image:
+                images.append(np.asarray(image.convert("RGB"), dtype=np.uint8))
+        except OSError as exc:
+            raise ProtocolError(f'"images.data[{i}]" is not a readable image: {exc}') from exc
+    if len({image.shape for image in images}) > 1:
+        raise ProtocolError("the images of one request must all have the same height and width")
+    return np.stack(images) if images else np.zeros((0, 0, 0, 3), dtype=np.uint8)
+
+
+def _b64(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise ProtocolError(f'"{where}" must be a base64 string')
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError as exc:
+        raise ProtocolError(f'"{where}" is not valid base64: {exc}') from exc
+
+
+def _checked_images(array: np.ndarray, where: str) -> np.ndarray:
+    if array.ndim != 4 or array.shape[-1] != 3 or array.dtype != np.uint8:
+        raise ProtocolError(
+            f'"{where}" must be uint8 RGB images of shape (N, H, W, 3), got {array.dtype} {array.shape}'
+        )
+    return array
+
+
+# -- requests and responses ------------------------------------------------------------------------------
+
+
+def encode_request(
+    images: np.ndarray,
+    prompts: Sequence[str],
+    metadata: Sequence[Mapping[str, Any]],
+    encoding: ImageEncoding = "png",
+) -> dict[str, Any]:
+    """The JSON body of a scoring request (metadata made JSON-safe: numpy values become plain numbers)."""
+    return {
+        "protocol": PROTOCOL,
+        "images": encode_images(images, encoding),
+        "prompts": [str(p) for p in prompts],
+        "metadata": [_json_safe(dict(m), f"metadata[{i}]") for i, m in enumerate(metadata)],
+    }
+
+
+def decode_request(body: Any) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
+    """``(images, prompts, metadata)`` of a request body, or ProtocolError naming the bad field."""
+    if not isinstance(body, Mapping):
+        raise ProtocolError("the request body must be a JSON object")
+    if body.get("protocol", PROTOCOL) != PROTOCOL:
+        raise ProtocolError(f'unsupported "protocol" {body.get("protocol")!r}; this server speaks {PROTOCOL!r}')
+    images = decode_images(body.get("images"))
+    prompts = body.get("prompts")
+    if not (isinstance(prompts, list) and all(isinstance(p, str) for p in prompts)):
+        raise ProtocolError('"prompts" must be a list of strings')
+    metadata = body.get("metadata") or [{} for _ in prompts]
+    if not (isinstance(metadata, list) and all(isinstance(m, dict) for m in metadata)):
+        raise ProtocolError('"metadata" must be a list of objects (one per prompt)')
+    if not len(images) == len(prompts) == len(metadata):
+        raise ProtocolError(
+            f"got {len(images)} images, {len(prompts)} prompts and {len(metadata)} metadata objects; they must pair up"
+        )
+    return images, prompts, metadata
+
+
+def encode_response(result: RewardResult | np.ndarray | Sequence[float]) -> dict[str, Any]:
+    """The JSON body of a successful response. Non-finite scores travel as null (JSON has no NaN)."""
+    result = RewardResult.coerce(result)
+    return {
+        "scores": _floats(result.scores),
+        "details": {str(k): _floats(v) for k, v in result.details.items()},
+        "failures": int(result.failures),
+    }
+
+
+def decode_response(body: Any, count: int) -> RewardResult:
+    """The RewardResult of a response body for ``count`` samples (null scores become NaN), or ProtocolError."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("scores"), list):
+        raise ProtocolError('the response must be a JSON object with a "scores" list')
+    scores = _array(body["scores"], "scores", count)
+    details_field = body.get("details") or {}
+    if not isinstance(details_field, Mapping):
+        raise ProtocolError('"details" must be an object of sub-score lists')
+    details = {str(k): _array(v, f"details.{k}", count) for k, v in details_field.items()}
+    failures = body.get("failures", 0)
+    if not (isinstance(failures, int) and failures >= 0):
+        raise ProtocolError(f'"failures" must be a non-negative integer, got {failures!r}')
+    return RewardResult(scores=scores, details=details, failures=failures)
+
+
+def _array(values: Any, where: str, count: int) -> np.ndarray:
+    if not isinstance(values, list) or len(values) != count:
+        got = len(values) if isinstance(values, list) else type(values).__name__
+        raise ProtocolError(f'"{where}" must be a list of {count} numbers, got {got}')
+    try:
+        return np.array([math.nan if v is None else float(v) for v in values], dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f'"{where}" must hold numbers: {exc}') from exc
+
+
+def _floats(values: Any) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+def _json_safe(value: Any, where: str) -> Any:
+    """Plain JSON values; numpy scalars and arrays (parquet metadata) converted, anything else refused."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return _json_safe(value.tolist(), where)
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ProtocolError(f"{where} is a {type(value).__name__}, which JSON cannot carry to a reward server")

@@ -1,0 +1,175 @@
+"""The config file of ``omni-rl serve-reward``: where to listen and which rewards to serve, how.
+
+Its ``[[reward]]`` tables name installed reward components with their ``options`` exactly as a training
+config does, plus how each is served (URL route, replicas, per-replica resources, dynamic batching). Loaded
+in the same two passes as a training config, with every problem reported at once by ``$.path``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from omni_rl.config.converter import shared_converter, structure
+from omni_rl.config.overrides import Override, apply_overrides
+from omni_rl.config.toml import parse_toml
+from omni_rl.errors import ConfigError
+from omni_rl.registry import Registry
+from omni_rl.schema import ResolvedComponent
+
+_ROUTE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+def _port(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not 1 <= value <= 65535:
+        raise ValueError(f"must be a TCP port between 1 and 65535, got {value!r}")
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if value <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+
+
+def _non_negative(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value!r}")
+
+
+def _route(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value and not _ROUTE.match(value):
+        raise ValueError(f"must be one URL path segment of a-z, 0-9, '_', '.', '-' (no '/'), got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ServerSection:
+    """``[server]``: the Ray cluster to run on and where the HTTP endpoint listens."""
+
+    #: "local" starts an embedded Ray; "auto", "host:6379" or "ray://host:10001" joins a cluster
+    address: str = "local"
+    #: "127.0.0.1" serves this machine only; "0.0.0.0" serves the network (runs on other machines)
+    host: str = "127.0.0.1"
+    port: int = attrs.field(default=8000, validator=_port)
+
+
+@attrs.frozen(kw_only=True)
+class ServedRewardSection:
+    """One ``[[reward]]`` of a serve config: a reward component and how it is served."""
+
+    name: str
+    #: URL path segment: the reward is served at ``http://host:port/<route>`` ("" = the reward's name)
+    route: str = attrs.field(default="", validator=_route)
+    #: copies of the model, each in its own Ray actor; requests are spread over them
+    replicas: int = attrs.field(default=1, validator=_positive)
+    #: Ray resources of each replica, e.g. {GPU = 1} (a replica given GPUs builds its model on cuda)
+    resources: dict[str, float] = attrs.field(factory=dict)
+    #: requests merged into one call of the reward (Ray Serve's dynamic batching; 1 = no merging)
+    max_batch_size: int = attrs.field(default=8, validator=_positive)
+    #: how long a replica waits for more requests to merge before scoring what it has
+    batch_wait_timeout_s: float = attrs.field(default=0.01, validator=_non_negative)
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ServeFile:
+    """The whole file (pass 1)."""
+
+    reward: list[ServedRewardSection]
+    server: ServerSection = attrs.field(factory=ServerSection)
+
+
+@attrs.frozen(kw_only=True)
+class ServedReward:
+    """A served reward after pass 2: the section, its built-to-order component and its route."""
+
+    section: ServedRewardSection
+    component: ResolvedComponent
+    route: str
+
+
+@attrs.frozen(kw_only=True)
+class ServeConfig:
+    server: ServerSection
+    rewards: list[ServedReward]
+
+    def url(self, reward: ServedReward, host: str | None = None) -> str:
+        """The URL a client posts to (``host`` replaces a wildcard listen address such as 0.0.0.0)."""
+        shown = host or ("127.0.0.1" if self.server.host in ("0.0.0.0", "::") else self.server.host)
+        return f"http://{shown}:{self.server.port}/{reward.route}"
+
+
+def load_serve_config(path: str | Path, overrides: Iterable[str | Override], registry: Registry) -> ServeConfig:
+    """Read and validate a serve config; every problem raises one ConfigError listing all of them.
+
+    As for training configs, each reward's name and options are checked even when another part of the file
+    is wrong, so one round of fixes is enough.
+    """
+    raw = apply_overrides(parse_toml(path), overrides)
+    registry.validate()
+    conv = shared_converter()
+    file, problems = structure(conv, raw, ServeFile, "$")
+    tables = raw.get("reward")
+    if not tables:
+        problems.append("missing section [[reward]]: name at least one reward to serve @ $.reward")
+    resolved: dict[int, ResolvedComponent] = {}
+    for i, table in enumerate(tables if isinstance(tables, list) else []):
+        if isinstance(table, Mapping) and isinstance(table.get("name"), str):
+            component, component_problems = _resolve(registry, table, f"$.reward[{i}]")
+            problems += component_problems
+            if component is not None:
+                resolved[i] = component
+    if file is not None:
+        problems += _route_problems(file)
+    if problems or file is None:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise ConfigError(
+            f"invalid serve config {path} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n{lines}",
+            hint="docs/rewards.md (Serving a reward) lists every key; `omni-rl plugins --components` the rewards",
+        )
+    rewards = [
+        ServedReward(
+            section=section,
+            component=attrs.evolve(resolved[i], resources=dict(section.resources)),
+            route=_route_of(section),
+        )
+        for i, section in enumerate(file.reward)
+    ]
+    return ServeConfig(server=file.server, rewards=rewards)
+
+
+def _resolve(registry: Registry, table: Mapping[str, Any], path: str) -> tuple[ResolvedComponent | None, list[str]]:
+    name = table["name"]
+    conflict = registry.conflict("reward", name)
+    if conflict is not None:
+        return None, [f"conflicting plugins: {conflict.message} @ {path}.name"]
+    component = registry.find("reward", name)
+    if component is None:
+        return None, [f"{registry.unknown_problem('reward', name)} @ {path}.name"]
+    options, problems = structure(
+        shared_converter(), table.get("options", {}), component.spec.config, f"{path}.options"
+    )
+    if options is None:
+        return None, problems
+    # resources are taken from the validated section when the config is assembled
+    return ResolvedComponent(kind="reward", name=component.name, spec=component.spec, options=options), problems
+
+
+def _route_of(section: ServedRewardSection) -> str:
+    return section.route or section.name.replace(".", "_")
+
+
+def _route_problems(file: ServeFile) -> list[str]:
+    seen: dict[str, int] = {}
+    problems = []
+    for i, section in enumerate(file.reward):
+        route = _route_of(section)
+        if route in seen:
+            problems.append(
+                f"invalid value: route {route!r} is already served by reward[{seen[route]}]; give one of them its "
+                f"own route @ $.reward[{i}].route"
+            )
+        seen.setdefault(route, i)
+    return problems

@@ -1,0 +1,84 @@
+"""Start (and stop) the reward servers of a serve config on Ray Serve.
+
+``start_servers`` returns once every reward answers, so a test or a notebook can use the URLs at once;
+``omni-rl serve-reward`` then waits for Ctrl-C. Both join the Ray this process already joined, if any.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+
+from omni_rl.errors import RuntimeFailure
+from omni_rl.rewards import actor_resources
+from omni_rl.serving.config import ServeConfig
+
+
+def _ray_serve() -> ModuleType:
+    """``ray.serve``, or a RuntimeFailure saying what to install."""
+    try:
+        from ray import serve
+    except ImportError as exc:
+        raise RuntimeFailure(
+            f"serving rewards needs Ray Serve, which failed to import: {exc}",
+            hint="pip install 'omni-rl[serve]' (or omni-rl-rewards-remote, which depends on ray[serve])",
+        ) from exc
+    return serve
+
+
+def connect(config: ServeConfig) -> bool:
+    """Join or start Ray as ``[server] address`` says; True when this call started it (so it shuts it down)."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs = {"include_dashboard": False, "logging_level": logging.WARNING}
+    address = config.server.address
+    try:
+        if address == "local":
+            need = sum(actor_resources(r.section.resources)["CPU"] * r.section.replicas for r in config.rewards)
+            ray.init(address="local", num_cpus=max(int(need + 0.999), os.cpu_count() or 1), **kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RuntimeFailure(
+            f"cannot connect to the Ray cluster at {address!r}: {exc}",
+            hint='fix $.server.address: "local" for an embedded Ray, or the address `ray start --head` printed',
+        ) from exc
+    return True
+
+
+def start_servers(config: ServeConfig) -> list[str]:
+    """Deploy every reward of ``config`` (Ray must be initialised) and return their URLs, in config order."""
+    serve = _ray_serve()
+    from omni_rl.serving.replica import RewardReplica
+
+    serve.start(http_options={"host": config.server.host, "port": config.server.port})
+    urls = []
+    for reward in config.rewards:
+        resources = actor_resources(reward.section.resources)
+        options = {"num_cpus": resources.pop("CPU"), "num_gpus": resources.pop("GPU")}
+        if resources:
+            options["resources"] = resources
+        app = RewardReplica.options(
+            name=reward.route, num_replicas=reward.section.replicas, ray_actor_options=options
+        ).bind(reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s)
+        try:
+            serve.run(app, name=reward.route, route_prefix=f"/{reward.route}")
+        except Exception as exc:
+            raise RuntimeFailure(
+                f"reward {reward.component.name!r} could not be served at /{reward.route}: {type(exc).__name__}: {exc}",
+                hint="check that the cluster has its resources ($.reward[*].resources, replicas) and that the "
+                "reward builds (omni-rl check runs the same options in a training config)",
+            ) from exc
+        urls.append(config.url(reward))
+    return urls
+
+
+def stop_servers(config: ServeConfig) -> None:
+    """Remove this config's applications (other applications on the same Ray Serve are left alone)."""
+    serve = _ray_serve()
+    for reward in config.rewards:
+        serve.delete(reward.route)

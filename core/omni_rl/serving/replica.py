@@ -1,0 +1,114 @@
+"""The Ray Serve deployment that holds one reward model and answers the reward protocol over HTTP.
+
+Requests that arrive within ``batch_wait_timeout_s`` of each other are merged (``@serve.batch``) into one call
+of the reward, so a GPU reward model scores one large batch instead of many small ones, while each client
+gets its own scores back. Imports Ray Serve at module level: import this module only to start a server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from omni_rl.batch import RewardResult
+from omni_rl.context import BuildContext
+from omni_rl.reward_protocol import PROTOCOL, ProtocolError, decode_request, encode_response
+from omni_rl.schema import ResolvedComponent
+
+
+@attrs.frozen
+class Job:
+    """One request's batch, as it waits to be merged with others."""
+
+    images: np.ndarray
+    prompts: list[str]
+    metadata: list[dict[str, Any]]
+
+
+def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception]:
+    """Score every job, merging those whose images share a size into one call; a merged call that fails is
+    retried job by job, so one bad request does not fail the others it was merged with.
+
+    A merged call's ``failures`` count is reported on the first job of the merge (it cannot be split by job).
+    """
+    results: list[RewardResult | Exception | None] = [None] * len(jobs)
+    by_size: dict[tuple[int, ...], list[int]] = {}
+    for i, job in enumerate(jobs):
+        by_size.setdefault(tuple(job.images.shape[1:]), []).append(i)
+    for members in by_size.values():
+        try:
+            merged = _call(
+                model,
+                np.concatenate([jobs[i].images for i in members]),
+                [p for i in members for p in jobs[i].prompts],
+                [m for i in members for m in jobs[i].metadata],
+            )
+        except Exception:
+            for i in members:
+                results[i] = _call_or_error(model, jobs[i])
+            continue
+        start = 0
+        for k, i in enumerate(members):
+            stop = start + len(jobs[i].prompts)
+            results[i] = RewardResult(
+                scores=merged.scores[start:stop],
+                details={name: values[start:stop] for name, values in merged.details.items()},
+                failures=merged.failures if k == 0 else 0,
+            )
+            start = stop
+    return [r if r is not None else RuntimeError("not scored") for r in results]
+
+
+def _call(model: Any, images: np.ndarray, prompts: list[str], metadata: list[Mapping[str, Any]]) -> RewardResult:
+    result = RewardResult.coerce(model(images, prompts, metadata))
+    scores = np.asarray(result.scores, dtype=np.float64).reshape(-1)
+    if scores.shape != (len(prompts),):
+        raise ValueError(f"the reward returned {scores.shape[0]} scores for {len(prompts)} images")
+    details = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in result.details.items()}
+    return RewardResult(scores=scores, details=details, failures=int(result.failures))
+
+
+def _call_or_error(model: Any, job: Job) -> RewardResult | Exception:
+    try:
+        return _call(model, job.images, job.prompts, job.metadata)
+    except Exception as exc:
+        return exc
+
+
+@serve.deployment
+class RewardReplica:
+    """One copy of a reward model behind ``/<route>``: ``POST`` scores, ``GET`` describes the endpoint."""
+
+    def __init__(self, component: ResolvedComponent, max_batch_size: int, batch_wait_timeout_s: float) -> None:
+        gpus = float(component.resources.get("GPU", 0.0))
+        # Ray shows a replica only the GPUs it was given, so "cuda" is its own first GPU
+        self.model = component.build(BuildContext(device="cuda" if gpus > 0 else "cpu"))
+        self.name = component.name
+        self.score.set_max_batch_size(max_batch_size)
+        self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    async def __call__(self, request: Request) -> JSONResponse:
+        if request.method == "GET":
+            return JSONResponse({"protocol": PROTOCOL, "reward": self.name})
+        try:
+            images, prompts, metadata = decode_request(json.loads(await request.body()))
+        except (ProtocolError, ValueError) as exc:
+            return JSONResponse({"error": f"bad request: {exc}"}, status_code=400)
+        result = await self.score(Job(images, prompts, metadata))
+        if isinstance(result, Exception):
+            message = f"reward {self.name!r} failed: {type(result).__name__}: {result}"
+            return JSONResponse({"error": message}, status_code=500)
+        return JSONResponse(encode_response(result))
+
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
+    async def score(self, jobs: list[Job]) -> list[RewardResult | Exception]:
+        # in a thread: the event loop keeps accepting (and batching) requests while the model scores
+        return await asyncio.to_thread(score_jobs, self.model, jobs)

@@ -1,0 +1,98 @@
+"""omni-rl's conformance suites on the ``flux`` model (the session's tiny dev-like pipeline) and its hooks module.
+
+Each class builds its model once (loading is the slow part), which the suite allows: its tests set the LoRA
+weights they depend on themselves. cfg 4.5 in the suite is classic CFG on top of the distilled guidance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from omni_rl_flux import hooks
+from omni_rl_flux.model import FluxModel
+from omni_rl_flux.training_state import FULL_TRANSFORMER_DIR
+
+from omni_rl.config import structure_options
+from omni_rl.context import BuildContext
+from omni_rl.errors import RuntimeFailure
+from omni_rl.specs import ModelSpec
+from omni_rl.testing import ModelConformance, PluginConformance
+
+
+def _spec() -> ModelSpec:
+    (spec,) = hooks.omni_rl_models()
+    return spec
+
+
+def _options(path: Path, **changes: Any) -> dict[str, Any]:
+    """TOML-shaped options: the tiny pipeline, LoRA rank 4 with alpha 8 (a scale other than 1)."""
+    return {"path": str(path), "lora_rank": 4, "lora_alpha": 8.0, "negative_prompt": "blurry", **changes}
+
+
+class TestFluxPlugin(PluginConformance):
+    @pytest.fixture
+    def hooks_module(self) -> str:
+        return "omni_rl_flux.hooks"
+
+
+class TestFluxModel(ModelConformance):
+    @pytest.fixture
+    def spec(self) -> ModelSpec:
+        return _spec()
+
+    @pytest.fixture
+    def options(self, tiny_flux_path: Path) -> dict[str, Any]:
+        return _options(tiny_flux_path)
+
+    @pytest.fixture(scope="class")
+    def component(self, tiny_flux_path: Path) -> FluxModel:
+        spec = _spec()
+        return spec.factory(structure_options(spec, _options(tiny_flux_path)), BuildContext(device="cpu"))
+
+    @pytest.fixture
+    def image_size(self) -> tuple[int, int]:
+        return (32, 32)
+
+
+class TestFluxModelFullFineTuning(TestFluxModel):
+    """``lora_rank = 0``: no adapters to switch off, and ``save_lora`` writes the whole transformer."""
+
+    @pytest.fixture
+    def options(self, tiny_flux_path: Path) -> dict[str, Any]:
+        return _options(tiny_flux_path, lora_rank=0, lora_alpha=None)
+
+    @pytest.fixture(scope="class")
+    def component(self, tiny_flux_path: Path) -> FluxModel:
+        spec = _spec()
+        options = _options(tiny_flux_path, lora_rank=0, lora_alpha=None)
+        return spec.factory(structure_options(spec, options), BuildContext(device="cpu"))
+
+    def test_disabled_adapters_are_the_reference_policy(self, component: FluxModel) -> None:
+        with pytest.raises(RuntimeFailure, match="lora_rank = 0"), component.disable_adapters():
+            pass
+
+    def test_save_and_load_lora_round_trip(
+        self, component: FluxModel, image_size: tuple[int, int], prompts: list[str], tmp_path: Path
+    ) -> None:
+        self._perturb_lora(component, seed=1)
+        saved = self._velocity(component, image_size, prompts, 1.0)
+        component.save_lora(tmp_path)
+        assert (tmp_path / FULL_TRANSFORMER_DIR / "config.json").is_file()
+        assert not (tmp_path / "pytorch_lora_weights.safetensors").exists()
+        self._perturb_lora(component, seed=2)
+        assert not torch.allclose(self._velocity(component, image_size, prompts, 1.0), saved)
+        component.load_lora(tmp_path)
+        torch.testing.assert_close(self._velocity(component, image_size, prompts, 1.0), saved)
+
+    def test_reference_copy_is_the_pretrained_transformer(
+        self, component: FluxModel, image_size: tuple[int, int], prompts: list[str]
+    ) -> None:
+        component.keep_reference_copy()
+        reference = self._velocity(component, image_size, prompts, 1.0)
+        self._perturb_lora(component, seed=3)
+        assert not torch.allclose(self._velocity(component, image_size, prompts, 1.0), reference)
+        with component.disable_adapters():
+            torch.testing.assert_close(self._velocity(component, image_size, prompts, 1.0), reference)

@@ -1,0 +1,72 @@
+"""The memory options of the real 12B model on the tiny pipeline: bf16 weights with fp32 LoRA, gradient
+checkpointing (the same gradients), text encoders / VAE offloaded (no-ops on a CPU, but the code paths run), the
+prompt-embedding cache, and one FSDP2 unit per double- and single-stream block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from conftest import PROMPTS, SIZE, build_model
+
+
+def _loss_and_grads(model) -> tuple[float, list[torch.Tensor]]:
+    conditioning = model.encode_prompts(PROMPTS[:2], guidance_scale=1.0)
+    x = torch.randn((2, *model.latent_shape(SIZE, SIZE)), generator=torch.Generator().manual_seed(0))
+    params = model.trainable_parameters()
+    for p in params:
+        p.grad = None
+    loss = model.predict_velocity(x, torch.tensor([0.8, 0.4]), conditioning, 1.0).square().mean()
+    loss.backward()
+    return float(loss.detach()), [p.grad.clone() for p in params]
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_flux_path: Path) -> None:
+    plain = build_model(tiny_flux_path, lora_init="default")
+    checkpointed = build_model(tiny_flux_path, lora_init="default", gradient_checkpointing=True)
+    assert checkpointed.transformer.gradient_checkpointing
+    for model in (plain, checkpointed):  # B = 0 would make every LoRA A gradient 0
+        with torch.no_grad():
+            for p in model.trainable_parameters():
+                p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.05)
+    loss_a, grads_a = _loss_and_grads(plain)
+    loss_b, grads_b = _loss_and_grads(checkpointed)
+    assert loss_a == loss_b
+    for a, b in zip(grads_a, grads_b, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_bfloat16_weights_keep_float32_lora(tiny_flux_path: Path) -> None:
+    model = build_model(tiny_flux_path, dtype="bfloat16")
+    assert model.transformer.x_embedder.weight.dtype == torch.bfloat16
+    assert model.pipeline.text_encoder_2.dtype == torch.bfloat16
+    assert all(p.dtype == torch.float32 for p in model.trainable_parameters())
+    loss, grads = _loss_and_grads(model)
+    assert torch.isfinite(torch.tensor(loss)) and all(torch.isfinite(g).all() for g in grads)
+    assert model.decode(torch.zeros(1, *model.latent_shape(SIZE, SIZE))).dtype == torch.uint8
+
+
+def test_offloading_and_the_prompt_cache(tiny_flux_path: Path) -> None:
+    model = build_model(tiny_flux_path, offload_text_encoders=True, offload_vae=True, prompt_cache_size=1)
+    reference = build_model(tiny_flux_path)
+    first = model.encode_prompts(PROMPTS[:1], guidance_scale=4.0)
+    assert model.prompts.encoded_count == 2  # the prompt and the negative prompt
+    again = model.encode_prompts(PROMPTS[:1], guidance_scale=4.0)
+    assert model.prompts.encoded_count == 2  # both cached
+    model.encode_prompts(PROMPTS[1:2], guidance_scale=4.0)  # evicts PROMPTS[0]; the negative prompt is pinned
+    model.encode_prompts(PROMPTS[:1], guidance_scale=4.0)
+    assert model.prompts.encoded_count == 4
+    for key, tensor in first.tensors.items():
+        torch.testing.assert_close(again.tensors[key], tensor, rtol=0, atol=0)
+    expected = reference.encode_prompts(PROMPTS[:1], guidance_scale=4.0)
+    for key, tensor in expected.tensors.items():
+        torch.testing.assert_close(first.tensors[key], tensor, rtol=0, atol=0)
+    latents = torch.randn((1, *model.latent_shape(SIZE, SIZE)), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(model.decode(latents), reference.decode(latents))
+    assert next(model.pipeline.text_encoder_2.parameters()).device.type == "cpu"
+
+
+def test_fsdp_units_are_the_double_and_single_stream_blocks(flux_model) -> None:
+    units = flux_model.fsdp_units()
+    kinds = [type(u).__name__ for u in units]
+    assert kinds == ["FluxTransformerBlock"] + ["FluxSingleTransformerBlock"] * 2

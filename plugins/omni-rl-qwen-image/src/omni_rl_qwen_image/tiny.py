@@ -1,0 +1,261 @@
+"""Write tiny random QwenImagePipeline directories for tests, examples and CPU benchmarks.
+
+The directory is a real diffusers pipeline (``save_pretrained`` of every component, the real classes:
+``QwenImageTransformer2DModel``, ``AutoencoderKLQwenImage``, ``Qwen2_5_VLForConditionalGeneration``,
+``Qwen2Tokenizer``, ``FlowMatchEulerDiscreteScheduler``), so tests exercise the loading code real Qwen-Image
+weights go through, and ``QwenImagePipeline.from_pretrained(path)`` runs it end to end offline. It keeps what
+matters for correctness: 2x2 packing of 16-channel latents, the system-prompt template dropped at 34 tokens (the
+tokenizer spells it as the real one does), a text encoder with grouped KV heads and multimodal RoPE, VAE latent
+mean/std that are not 0/1, and Qwen-Image's scheduler (resolution-dependent exponential shift, terminal sigma).
+
+Defaults: 2 transformer layers, a 4x VAE, 64x64 px images (16x16 latents, 64 image tokens), ~8 MB on disk.
+:class:`TinyQwenImageShape` takes every size, so a larger model (e.g. one pretrained on a shapes data set) is
+``build_tiny_qwen_image_pipeline(path, num_layers=8, attention_head_dim=32, num_attention_heads=8, ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from omni_rl.errors import ConfigError
+from omni_rl_qwen_image.tiny_tokenizer import (
+    ENDOFTEXT,
+    IM_END,
+    special_token_ids,
+    vocab_and_merges,
+    write_qwen2_tokenizer,
+)
+
+if TYPE_CHECKING:
+    from diffusers import QwenImagePipeline
+
+#: Written next to model_index.json so nobody mistakes a tiny pipeline for real weights.
+TINY_MARKER = "omni_rl_tiny.json"
+
+#: Qwen/Qwen-Image's scheduler_config.json: an exponential, resolution-dependent shift (mu from the image token
+#: count) and a terminal sigma of 0.02 before the final 0.
+QWEN_IMAGE_SCHEDULER: dict[str, Any] = {
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "invert_sigmas": False,
+    "max_image_seq_len": 8192,
+    "max_shift": 0.9,
+    "num_train_timesteps": 1000,
+    "shift": 1.0,
+    "shift_terminal": 0.02,
+    "stochastic_sampling": False,
+    "time_shift_type": "exponential",
+    "use_beta_sigmas": False,
+    "use_dynamic_shifting": True,
+    "use_exponential_sigmas": False,
+    "use_karras_sigmas": False,
+}
+
+
+@attrs.frozen(kw_only=True)
+class TinyQwenImageShape:
+    """The shape arguments of :func:`build_tiny_qwen_image_pipeline`, checked together before anything is built."""
+
+    num_layers: int = 2
+    num_attention_heads: int = 2
+    attention_head_dim: int = 16
+    #: RoPE dims of the (frame, height, width) axes; they must add up to attention_head_dim
+    axes_dims_rope: tuple[int, int, int] = attrs.field(default=(8, 4, 4), converter=tuple)
+    latent_channels: int = 16
+    vae_base_dim: int = 8
+    #: one entry per VAE stage; the VAE downsamples by 2 ** (len(vae_dim_mult) - 1)
+    vae_dim_mult: tuple[int, ...] = attrs.field(default=(1, 2, 4), converter=tuple)
+    text_hidden_size: int = 32
+    text_layers: int = 2
+    text_heads: int = 2
+    text_kv_heads: int = 1
+
+    @property
+    def vae_scale_factor(self) -> int:
+        return 2 ** (len(self.vae_dim_mult) - 1)
+
+    def check(self) -> None:
+        """Raise ConfigError for shapes diffusers or transformers would accept but Qwen-Image's path breaks on."""
+        if sum(self.axes_dims_rope) != self.attention_head_dim or any(d % 2 for d in self.axes_dims_rope):
+            raise ConfigError(
+                f"axes_dims_rope {self.axes_dims_rope} must be even and add up to attention_head_dim "
+                f"({self.attention_head_dim})",
+                hint="e.g. attention_head_dim=16 with axes_dims_rope=(8, 4, 4)",
+            )
+        text_head_dim = self.text_hidden_size // self.text_heads
+        if self.text_hidden_size % self.text_heads or text_head_dim % 4 or self.text_heads % self.text_kv_heads:
+            raise ConfigError(
+                f"text_hidden_size {self.text_hidden_size} with {self.text_heads} heads ({self.text_kv_heads} KV) "
+                "does not make a Qwen2.5-VL text model",
+                hint="the head dim must be a multiple of 4 (multimodal RoPE) and heads a multiple of KV heads",
+            )
+        if len(self.vae_dim_mult) < 2:
+            raise ConfigError("vae_dim_mult needs at least two stages", hint="e.g. (1, 2, 4): a 4x VAE")
+
+    @property
+    def mrope_section(self) -> list[int]:
+        """Qwen2.5-VL splits half the text head dim into (temporal, height, width) RoPE sections."""
+        half = self.text_hidden_size // self.text_heads // 2
+        spatial = 3 * half // 8  # the real model's [16, 24, 24] of 64
+        return [half - 2 * spatial, spatial, spatial]
+
+
+def build_tiny_qwen_image_pipeline(
+    path: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    shape: TinyQwenImageShape | None = None,
+    overwrite: bool = False,
+    exist_ok: bool = False,
+) -> Path:
+    """Write a random QwenImagePipeline to ``path`` and return it.
+
+    Weights depend only on ``seed`` and ``shape``. An existing ``path`` is an error unless ``overwrite`` (replace
+    it) or ``exist_ok`` (keep it, build nothing). The directory appears atomically (built beside it, then
+    renamed), so several workers racing to build the same path all end up loading one complete pipeline.
+    """
+    shape = shape or TinyQwenImageShape()
+    shape.check()
+    target = Path(path).expanduser()
+    if target.exists() and exist_ok and not overwrite:
+        return target
+    if target.exists() and not overwrite:
+        raise ConfigError(
+            f"cannot write a tiny Qwen-Image pipeline to {target}: it already exists",
+            hint="choose a new path, or pass overwrite=True to replace it",
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        pipeline = random_pipeline(shape, seed=seed, tokenizer_dir=staging / "tokenizer")
+        out = staging / "pipeline"
+        pipeline.save_pretrained(out, safe_serialization=True)
+        write_qwen2_tokenizer(out / "tokenizer")  # the files the hub's tokenizer/ holds, whatever transformers saved
+        marker = {
+            "builder": "omni_rl_qwen_image.tiny.build_tiny_qwen_image_pipeline",
+            "seed": seed,
+            "shape": attrs.asdict(shape),
+            "random_weights": True,
+        }
+        (out / TINY_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+        _publish(out, target, overwrite=overwrite)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _publish(built: Path, target: Path, *, overwrite: bool) -> None:
+    """Move the finished directory into place; another builder winning the race is fine (same weights)."""
+    if overwrite and target.exists():
+        trash = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
+        target.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    try:
+        built.rename(target)
+    except OSError:
+        if not (target / "model_index.json").is_file():
+            raise
+
+
+def random_pipeline(shape: TinyQwenImageShape, *, seed: int, tokenizer_dir: Path) -> QwenImagePipeline:
+    """Every component with seeded random weights (the caller's global RNG is left alone)."""
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
+    from transformers import Qwen2Tokenizer
+
+    write_qwen2_tokenizer(tokenizer_dir)
+    tokenizer = Qwen2Tokenizer.from_pretrained(tokenizer_dir)
+    with torch.random.fork_rng(devices=[]):
+        # one seed per component, so changing one component's shape leaves the others' weights unchanged
+        torch.manual_seed(seed * 8 + 0)
+        transformer = _transformer(shape)
+        torch.manual_seed(seed * 8 + 1)
+        vae = _vae(shape)
+        torch.manual_seed(seed * 8 + 2)
+        text_encoder = _text_encoder(shape)
+    return QwenImagePipeline(
+        transformer=transformer,
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        scheduler=FlowMatchEulerDiscreteScheduler.from_config(QWEN_IMAGE_SCHEDULER),
+    )
+
+
+def _transformer(shape: TinyQwenImageShape) -> Any:
+    from diffusers import QwenImageTransformer2DModel
+
+    return QwenImageTransformer2DModel(
+        patch_size=2,
+        in_channels=4 * shape.latent_channels,  # 2x2 packed latents
+        out_channels=shape.latent_channels,
+        num_layers=shape.num_layers,
+        attention_head_dim=shape.attention_head_dim,
+        num_attention_heads=shape.num_attention_heads,
+        joint_attention_dim=shape.text_hidden_size,
+        guidance_embeds=False,
+        axes_dims_rope=shape.axes_dims_rope,
+    )
+
+
+def _vae(shape: TinyQwenImageShape) -> Any:
+    import torch
+    from diffusers import AutoencoderKLQwenImage
+
+    channels = shape.latent_channels
+    # per-channel statistics that are not 0/1, so a decode that forgets them (or applies them backwards) shows
+    mean = torch.linspace(-0.3, 0.3, channels).tolist()
+    std = torch.linspace(0.6, 1.8, channels).tolist()
+    return AutoencoderKLQwenImage(
+        base_dim=shape.vae_base_dim,
+        z_dim=channels,
+        dim_mult=list(shape.vae_dim_mult),
+        num_res_blocks=1,
+        temperal_downsample=[False] + [True] * (len(shape.vae_dim_mult) - 2),
+        latents_mean=mean,
+        latents_std=std,
+    ).eval()
+
+
+def _text_encoder(shape: TinyQwenImageShape) -> Any:
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    ids = special_token_ids()
+    vocab, _ = vocab_and_merges()
+    config = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": len(vocab),
+            "hidden_size": shape.text_hidden_size,
+            "intermediate_size": 2 * shape.text_hidden_size,
+            "num_hidden_layers": shape.text_layers,
+            "num_attention_heads": shape.text_heads,
+            "num_key_value_heads": shape.text_kv_heads,
+            "max_position_embeddings": 4096,
+            "rope_theta": 1_000_000.0,
+            "rope_scaling": {"mrope_section": shape.mrope_section, "rope_type": "default", "type": "default"},
+            "bos_token_id": ids[ENDOFTEXT],
+            "eos_token_id": ids[IM_END],
+            "pad_token_id": ids[ENDOFTEXT],
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 16,
+            "intermediate_size": 16,
+            "num_heads": 2,
+            "out_hidden_size": shape.text_hidden_size,
+            "fullatt_block_indexes": [0],
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    return Qwen2_5_VLForConditionalGeneration(config).eval()

@@ -1,0 +1,1 @@
+"""Model-based rewards for omni-rl on transformers CLIP models: pickscore, clip_score, hpsv2, aesthetic."""

@@ -1,0 +1,110 @@
+"""Option records of ``vlm_judge`` and ``http``.
+
+Apart from the reward modules so that ``hooks.py`` hands these classes to the registry without importing
+anything heavy. Neither record ever holds an API key: ``api_key_env`` is the *name* of the environment
+variable holding it, so the key stays out of ``config.resolved.toml``, metrics and logs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+import attrs
+
+from omni_rl_rewards_remote.templates import template_problem
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+PARSERS: tuple[str, ...] = ("number", "yes_no", "scale_1_5", "ocr")
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
+
+
+def _non_negative(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"must be a finite number >= 0, got {value!r}")
+
+
+def _http_url(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+
+
+def _env_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    # never echo the value: a user who pasted the key itself here must not see it printed in the error
+    if value and not _ENV_NAME.match(value):
+        raise ValueError(
+            "must be the NAME of an environment variable holding the API key (upper case, digits and '_', e.g. "
+            '"OPENAI_API_KEY"), never the key itself; export the key in that variable'
+        )
+
+
+def _range(instance: Any, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
+    low, high = value
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"must be [low, high] with low < high, got {list(value)!r}")
+
+
+def _template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    problem = template_problem(value, instance.parser)  # AttributeError without an instance: checked later
+    if problem is not None:
+        raise ValueError(problem)
+
+
+@attrs.frozen(kw_only=True)
+class RetryOptions:
+    """What both remote rewards share: timeouts and retries with exponential back-off."""
+
+    #: seconds to wait for a connection or for the server's reply (per attempt)
+    timeout_s: float = attrs.field(default=60.0, converter=float, validator=_positive)
+    #: further attempts after a failed one (connection error, timeout, HTTP 429 or 5xx); other errors are final
+    max_retries: int = attrs.field(default=3, validator=_non_negative)
+    #: wait before retry k (from 0): backoff_s * 2**k, at most max_backoff_s (a 429's Retry-After is honoured)
+    backoff_s: float = attrs.field(default=1.0, converter=float, validator=_non_negative)
+    max_backoff_s: float = attrs.field(default=30.0, converter=float, validator=_non_negative)
+    #: requests in flight at once (threads)
+    concurrency: int = attrs.field(default=8, validator=_positive)
+    #: environment variable holding a bearer token sent as ``Authorization: Bearer ...`` ("" = none)
+    api_key_env: str = attrs.field(default="", validator=_env_name)
+
+
+@attrs.frozen(kw_only=True)
+class VlmJudgeConfig(RetryOptions):
+    """Options of ``vlm_judge``: one chat completion per image, its reply parsed into a score in [0, 1]."""
+
+    #: the server's OpenAI-compatible API root, e.g. "http://localhost:8000/v1" (vLLM, SGLang, OpenAI)
+    base_url: str = attrs.field(validator=_http_url)
+    #: the model name the server knows, e.g. "CodeGoat24/UnifiedReward-qwen-7b"
+    model: str
+    #: a preset ("alignment", "quality", "matches", "ocr"; docs/rewards.md) or your own template with {prompt}
+    template: str = attrs.field(default="alignment", validator=_template)
+    #: how the reply becomes a score ("" = the preset's): "number" in number_range, "yes_no", "scale_1_5",
+    #: or "ocr" (the reply is the text read; scored with the ocr reward's formula against the quoted target)
+    parser: Literal["", "number", "yes_no", "scale_1_5", "ocr"] = attrs.field(
+        default="", validator=attrs.validators.in_(("", *PARSERS))
+    )
+    #: the range the "number" parser maps linearly onto [0, 1] (a reply outside it is a failure)
+    number_range: tuple[float, float] = attrs.field(default=(0.0, 10.0), validator=_range)
+    #: a system message sent first ("" = none)
+    system_prompt: str = ""
+    max_tokens: int = attrs.field(default=512, validator=_positive)
+    temperature: float = attrs.field(default=0.0, converter=float, validator=_non_negative)
+
+
+@attrs.frozen(kw_only=True)
+class HttpRewardConfig(RetryOptions):
+    """Options of ``http``: a reward served by ``omni-rl serve-reward`` (or any server of the same protocol)."""
+
+    #: the reward's URL, as serve-reward prints it, e.g. "http://127.0.0.1:8000/shapes"
+    url: str = attrs.field(validator=_http_url)
+    #: "png" (lossless, compact: across a network) or "raw" (uint8 bytes: no encoding cost on a fast link)
+    image_encoding: Literal["png", "raw"] = attrs.field(default="png", validator=attrs.validators.in_(("png", "raw")))
+    #: images per request (0 = the whole batch in one request); several requests go out concurrently
+    batch_size: int = attrs.field(default=0, validator=_non_negative)
+    timeout_s: float = attrs.field(default=300.0, converter=float, validator=_positive)
+    max_retries: int = attrs.field(default=2, validator=_non_negative)
+    concurrency: int = attrs.field(default=4, validator=_positive)

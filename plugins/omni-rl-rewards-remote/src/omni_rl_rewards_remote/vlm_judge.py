@@ -1,0 +1,136 @@
+"""``vlm_judge``: a vision-language model served behind an OpenAI-compatible API scores each image.
+
+One ``/chat/completions`` call per image (the image as a base64 PNG data URL in an ``image_url`` content part,
+then the filled-in template as a ``text`` part), ``concurrency`` of them at a time, each with its timeout and
+retries. A call that still fails scores that sample 0 and is counted (``RewardResult.failures``, logged as
+``reward/<name>/failures``): a flaky judge costs some samples their signal, never the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+import numpy as np
+
+from omni_rl.batch import RewardResult
+from omni_rl.reward_protocol import png_data_url
+from omni_rl_rewards_remote.config import VlmJudgeConfig
+from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
+from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact
+from omni_rl_rewards_remote.templates import resolve_template
+from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
+
+log = logging.getLogger(__name__)
+
+PostJson = Callable[..., Any]
+
+
+@attrs.frozen
+class Verdict:
+    """One image's outcome: its score, or the (key-free) reason it scored 0."""
+
+    score: float
+    error: str = ""
+
+
+class VlmJudgeReward:
+    """Scores images in [0, 1] by asking a VLM (see the module docstring)."""
+
+    def __init__(self, config: VlmJudgeConfig, *, post: PostJson = post_json) -> None:
+        self.config = config
+        self.template = resolve_template(config.template, config.parser)
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.retry = Retry(
+            timeout_s=config.timeout_s,
+            max_retries=config.max_retries,
+            backoff_s=config.backoff_s,
+            max_backoff_s=config.max_backoff_s,
+        )
+        self._post = post
+        read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
+
+    def __repr__(self) -> str:  # no key here either: it is never stored
+        return f"VlmJudgeReward(url={self.url!r}, model={self.config.model!r}, template={self.config.template!r})"
+
+    def __call__(
+        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+    ) -> RewardResult:
+        array = np.asarray(images)
+        if array.ndim != 4 or array.shape[-1] != 3 or array.dtype != np.uint8 or len(array) != len(prompts):
+            raise ValueError(f"expected {len(prompts)} uint8 (H, W, 3) images, got {array.dtype} {array.shape}")
+        # OCR targets are parsed before any call: a prompt without quoted text is a data mistake, found at once
+        scorers = [self._scorer(prompt) for prompt in prompts]
+        key = read_api_key(self.config.api_key_env, "vlm_judge")
+        if not len(array):
+            return RewardResult(scores=np.zeros(0))
+        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(array))) as pool:
+            verdicts = list(pool.map(lambda job: self._judge(*job, key), zip(array, prompts, scorers, strict=True)))
+        failed = [v for v in verdicts if v.error]
+        if failed:
+            log.warning(
+                "vlm_judge: %d of %d calls to %s failed (scored 0); first: %s",
+                len(failed),
+                len(verdicts),
+                self.url,
+                failed[0].error,
+            )
+        scores = np.array([v.score for v in verdicts], dtype=np.float64)
+        return RewardResult(scores=scores, failures=len(failed))
+
+    def _scorer(self, prompt: str) -> Callable[[str], float]:
+        parser = self.template.parser
+        if parser == "ocr":
+            from omni_rl_rewards.ocr_score import extract_target, ocr_reward
+
+            target = extract_target(prompt)
+            return lambda reply: ocr_reward(ocr_text(reply), target)
+        if parser == "number":
+            return number_parser(*self.config.number_range)
+        return parse_scale_1_5 if parser == "scale_1_5" else parse_yes_no
+
+    def _judge(self, image: np.ndarray, prompt: str, scorer: Callable[[str], float], key: str) -> Verdict:
+        try:
+            reply = self._post(
+                self.url, self.request_body(image, prompt), retry=self.retry, headers=auth_headers(key), secret=key
+            )
+            return Verdict(float(scorer(reply_text(reply))))
+        except (RemoteCallError, ParseError) as exc:
+            return Verdict(0.0, redact(str(exc), key))
+
+    def request_body(self, image: np.ndarray, prompt: str) -> dict[str, Any]:
+        """The chat-completions request for one image (standard OpenAI format: vLLM, SGLang, OpenAI)."""
+        text = self.template.text.replace("{prompt}", prompt)
+        content = [{"type": "image_url", "image_url": {"url": png_data_url(image)}}, {"type": "text", "text": text}]
+        messages: list[dict[str, Any]] = []
+        if self.config.system_prompt:
+            messages.append({"role": "system", "content": self.config.system_prompt})
+        messages.append({"role": "user", "content": content})
+        return {
+            "model": self.config.model,
+            "messages": messages,
+            "max_tokens": self.config.max_tokens,
+            "temperature": self.config.temperature,
+        }
+
+
+def reply_text(reply: Any) -> str:
+    """The assistant message's text of a chat-completions reply (a string, or a list of text parts)."""
+    try:
+        content = reply["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        excerpt = str(reply)[:200]
+        raise ParseError(f"not a chat-completions reply (no choices[0].message.content): {excerpt!r}") from None
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    if not isinstance(content, str):
+        raise ParseError(f"the reply's message content is {type(content).__name__}, not text")
+    return content
+
+
+def build_vlm_judge(config: VlmJudgeConfig, ctx: Any) -> VlmJudgeReward:
+    """Factory of ``vlm_judge`` (no GPU of its own: the model runs in the server)."""
+    return VlmJudgeReward(config)
