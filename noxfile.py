@@ -103,6 +103,13 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/overhead.py", "--out", "docs/benchmarks.md", *session.posargs, env=TEST_ENV)
 
 
+@nox.session
+def bench_async(session: nox.Session) -> None:
+    """Step time of colocated vs disaggregated rollout at staleness 0 and 1 (docs/benchmarks.md)."""
+    install_all(session)
+    session.run("python", "benchmarks/async_rollout.py", *session.posargs, env=TEST_ENV)
+
+
 @nox.session(venv_params=["--system-site-packages"])
 def bench_gpu(session: nox.Session) -> None:
     """GPU rows only (SD3.5-Medium-sized random model, 512 px, bfloat16): images/s, update time, the device.

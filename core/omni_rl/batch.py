@@ -162,6 +162,10 @@ class TrajectoryLossInputs:
     #: the schedule step j of each sample at this window column, shape (B,): a column may mix steps across
     #: samples (DanceGRPO's timestep_fraction), so per-timestep metrics group by this, not by the column
     step_indices: Tensor | None = None
+    #: detached per-sample weights (B,) of the rollout correction (IS weight × not rejected) that multiply each
+    #: sample's loss term before the mean; None = every weight 1 (losses declaring
+    #: ``LossRequirements.sample_weights`` honour it)
+    weights: Tensor | None = None
 
 
 @attrs.define

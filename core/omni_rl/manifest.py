@@ -4,8 +4,9 @@
 hashed and fsynced first, then the manifest, then the directory is renamed to ``step_<N>``. A bit flipped on disk,
 a truncated copy or a file swapped in later no longer matches it.
 
-Readers hash the bytes they read as they read them (:class:`CheckpointReader`): verifying costs no second pass
-over the file, only the hashing itself (measured in docs/benchmarks.md). A file whose size differs is refused
+Readers hash the bytes they read as they read them (:class:`CheckpointReader`): a file is mapped copy-on-write,
+hashed through the mapping and its tensors are views of the same pages, so verifying costs no second pass over
+the file and no copy, only the hashing itself (measured in docs/benchmarks.md). A file whose size differs is refused
 from its ``stat`` before anything is read.
 
 SHA-256, not BLAKE2b: with the SHA extensions of current x86 and ARM CPUs, OpenSSL's SHA-256 (which ``hashlib``
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 from pathlib import Path
 from typing import Any
@@ -142,27 +144,27 @@ class CheckpointReader:
             raise self.damaged(rel, f"has {size} bytes, the manifest says {entry['size']} (truncated or rewritten)")
         return entry
 
-    def read_bytes(self, rel: str) -> bytearray:
-        """The file's bytes, hashed chunk by chunk as they are read (one pass over the file)."""
+    def read_bytes(self, rel: str) -> bytes:
+        """The file's bytes, verified (see :meth:`map`)."""
+        return bytes(self.map(rel))
+
+    def map(self, rel: str) -> mmap.mmap | bytearray:
+        """The file mapped copy-on-write and hashed through the mapping: one pass over the page cache, no copy
+        into fresh memory (tensors are views of it, writable without touching the file)."""
         entry = self._entry(rel)
-        path = self.directory / rel
-        if entry is None:
-            return bytearray(path.read_bytes())
-        buffer = bytearray(entry["size"])
-        view = memoryview(buffer)
-        digest = hashlib.sha256()
-        offset = 0
-        with path.open("rb", buffering=0) as handle:
-            while offset < len(buffer):
-                count = handle.readinto(view[offset : offset + _CHUNK])
-                if not count:
-                    raise self.damaged(rel, f"ended after {offset} of {len(buffer)} bytes while being read")
-                digest.update(view[offset : offset + count])
-                offset += count
-            if handle.read(1):  # it grew between the stat and the read
-                raise self.damaged(rel, f"has more than the {len(buffer)} bytes the manifest says")
-        self._compare(rel, entry, digest.hexdigest())
-        return buffer
+        with (self.directory / rel).open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY) if size else bytearray()
+        if entry is not None:
+            if len(mapped) != entry["size"]:  # it changed between the stat and the open
+                raise self.damaged(rel, f"has {len(mapped)} bytes, the manifest says {entry['size']}")
+            digest = hashlib.sha256()
+            view = memoryview(mapped)
+            for offset in range(0, len(view), _CHUNK):
+                digest.update(view[offset : offset + _CHUNK])
+            view.release()
+            self._compare(rel, entry, digest.hexdigest())
+        return mapped
 
     def _compare(self, rel: str, entry: dict[str, Any], digest: str) -> None:
         if digest != entry[ALGORITHM]:
@@ -196,7 +198,7 @@ class CheckpointReader:
         """A safetensors file's tensors (no pickle), from the verified bytes without copying them again."""
         from omni_rl.safetensors_view import tensors_from_buffer
 
-        data = self.read_bytes(rel)
+        data = self.map(rel)
         try:
             return tensors_from_buffer(data)
         except ValueError as exc:

@@ -42,6 +42,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
         "blend_adapter",
     ),
     "sampler": ("trained_positions", "deterministic_solver"),
+    "rollout": ("load_weights",),
     "advantage": ("reward_aggregation",),
     "loss": (
         "setup",
@@ -177,7 +178,14 @@ class RolloutRequest:
 
 @runtime_checkable
 class RolloutBackend(Protocol):
-    """Turns prompts into images with the current policy."""
+    """Turns prompts into images with the current policy.
+
+    Optional member ``load_weights(state, version) -> None``: in a rollout worker (``[cluster] rollout_workers >
+    0``), called with every new weights version (:class:`omni_rl.runtime.weights.WeightsState`: the trainable and
+    extra-adapter tensors by name, on the CPU) before the rollouts that follow; a backend serving the model from
+    its own engine (vLLM-Omni: push the LoRA tensors to the server) implements it and keeps recording per-step
+    log-probs in the trajectory. Without it the worker copies the state into the model it hands ``generate``.
+    """
 
     #: samples per prompt (the GRPO group)
     group_size: int
@@ -217,6 +225,9 @@ class LossRequirements:
     ``batch_unit``: ``"group"`` keeps each prompt's samples in one micro-batch (pairwise losses such as DPO).
     ``rollout_view``: the policy that samples: ``"current"``, or ``"old"`` (DiffusionNFT samples with the old
     adapter).
+    ``sample_weights``: trajectory losses only: the loss multiplies each sample's term by
+    ``TrajectoryLossInputs.weights`` when given (rollout correction's IS weights and rejection; the mean's
+    denominator unchanged); ``[rollout_correction]`` modes that weight the loss refuse a loss without it.
     """
 
     inputs: Literal["trajectory", "forward"] = "trajectory"
@@ -224,6 +235,7 @@ class LossRequirements:
     timesteps: int = 1
     batch_unit: Literal["sample", "group"] = "sample"
     rollout_view: Literal["current", "old"] = "current"
+    sample_weights: bool = False
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """Tensors over the bytes of a safetensors file already in memory, without a copy.
 
-``safetensors.torch.load(bytes)`` copies every tensor out of the buffer; the checkpoint reader has just read
-(and hashed) the file into a buffer of its own, so the tensors here are views of it (``torch.frombuffer``). The
+``safetensors.torch.load(bytes)`` copies every tensor out of the buffer; the checkpoint reader has just mapped
+(and hashed) the file copy-on-write, so the tensors here are views of that mapping (``torch.frombuffer``). The
 format: an 8-byte little-endian header length, a JSON header ``{name: {dtype, shape, data_offsets}}`` (plus
 ``__metadata__``), then the data, offsets relative to the data's start. Nothing here unpickles anything.
 """
@@ -9,6 +9,7 @@ format: an 8-byte little-endian header length, a JSON header ``{name: {dtype, sh
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from typing import Any
 
@@ -28,7 +29,7 @@ _DTYPES = {
 }
 
 
-def tensors_from_buffer(buffer: bytearray) -> dict[str, Any]:
+def tensors_from_buffer(buffer: bytearray | mmap.mmap) -> dict[str, Any]:
     """The tensors of a safetensors file held in ``buffer`` (views of it); ValueError for a malformed file."""
     import torch
 

@@ -41,6 +41,10 @@ class RunConfig:
     #: "never": refuse an output_dir that holds a run; "auto": continue from its latest checkpoint if there is
     #: one; or the path of a checkpoint directory (``.../checkpoints/step_<N>``) to continue from
     resume: str = "never"
+    #: how many updates older than the policy a training batch's weights may be: 0 samples each step's batch with
+    #: the weights being trained (synchronous); 1 samples step t+1's batch while step t trains, with the weights
+    #: of step t-1's update (one-step-off, needs [cluster] rollout_workers > 0; see docs/distributed.md)
+    max_staleness: int = attrs.field(default=0, validator=attrs.validators.in_((0, 1)))
 
 
 def _mixed_precision_supported(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -77,6 +81,12 @@ class ClusterConfig:
     #: seconds a worker waits inside a collective (all-reduce, FSDP2 all-gather) for its peers before failing.
     #: A dead worker is detected by the driver at once; this bounds a peer that is alive but stuck
     collective_timeout_s: float = attrs.field(default=1800.0, validator=_positive)
+    #: Ray actors apart from the policy workers that hold a no-grad copy of the model and run the rollout backend,
+    #: receiving the trained weights after every update (0: the policy workers sample themselves, colocated)
+    rollout_workers: int = attrs.field(default=0, validator=_non_negative)
+    #: each rollout worker's Ray resources (None: the policy workers' cpus_per_worker / gpus_per_worker)
+    rollout_cpus_per_worker: float | None = None
+    rollout_gpus_per_worker: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -165,6 +175,33 @@ class OptimConfig:
     max_consecutive_skips: int = attrs.field(default=3, validator=_non_negative)
 
 
+@attrs.frozen(kw_only=True)
+class RolloutCorrectionConfig:
+    """``[rollout_correction]``: correct for a rollout policy that differs from the trained one (another engine or
+    precision, an older weights version); MATH.md "Rollout correction". Trajectory losses only.
+
+    ``mode``: ``"off"`` (the old log-probs are the recompute, or the rollout's with ``[optim]
+    recompute_old_log_probs = false``; the diagnostics are logged whenever both exist), ``"bypass"`` (the rollout's
+    log-probs are the old ones, no recompute for them), ``"decoupled"`` (recompute with the behaviour version's
+    weights and weight each loss term by the truncated IS weight)."""
+
+    mode: Literal["off", "bypass", "decoupled"] = "off"
+    #: IS weight per window step (``"step"``) or one per sample from the summed log-ratio (``"sample"``)
+    is_level: Literal["step", "sample"] = "step"
+    #: C of w = min(exp(δ), C)
+    is_threshold: float = attrs.field(default=2.0, validator=_positive)
+    #: w <- w / mean(w) over the whole step's batch
+    is_batch_normalize: bool = False
+    rejection: Literal["off", "step_k1", "sample_mean_k1", "sample_max_k1"] = "off"
+    #: [L, U] on exp(δ) (MATH.md's "0.5_2.0")
+    rejection_band: tuple[float, float] = attrs.field(default=(0.5, 2.0))
+
+    @rejection_band.validator
+    def _band(self, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
+        if not 0 < value[0] <= 1.0 <= value[1]:
+            raise ValueError(f"must be [L, U] with 0 < L <= 1 <= U, got {list(value)}")
+
+
 #: [log] backends the core knows (jsonl is always on)
 LOG_BACKENDS = ("console", "jsonl", "tensorboard", "wandb")
 
@@ -200,6 +237,7 @@ class TrainConfig:
     reward: list[RewardSection] = attrs.field(factory=list)
     eval_reward: list[EvalRewardSection] = attrs.field(factory=list)
     optim: OptimConfig = attrs.field(factory=OptimConfig)
+    rollout_correction: RolloutCorrectionConfig = attrs.field(factory=RolloutCorrectionConfig)
     log: LogConfig = attrs.field(factory=LogConfig)
 
 
@@ -259,3 +297,7 @@ class ResolvedConfig:
     @property
     def log(self) -> LogConfig:
         return self.file.log
+
+    @property
+    def rollout_correction(self) -> RolloutCorrectionConfig:
+        return self.file.rollout_correction

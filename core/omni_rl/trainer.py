@@ -13,13 +13,14 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 
 from omni_rl import checkpoint, rundir
 from omni_rl.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
+from omni_rl.asynchrony import check_asynchrony, staleness_metrics
 from omni_rl.checkpoint import latest_checkpoint
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
@@ -32,11 +33,16 @@ from omni_rl.plugins import describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.resume import resume
 from omni_rl.rewards import CombinedReward, ScoredBatch
+from omni_rl.rollout_correction import merge_diagnostics
 from omni_rl.run_summary import format_reward
 from omni_rl.rundir import resolve_run_start
 from omni_rl.runtime.group import WorkerGroup
+from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRollouts
 from omni_rl.runtime.stepping import merge_stats
 from omni_rl.schema import ResolvedConfig
+
+if TYPE_CHECKING:
+    from omni_rl.runtime.rollout_group import RolloutGroup
 
 #: what CombinedReward.metrics adds for the weighted total, left out of the eval rewards' metrics
 _TOTALS = ("val/mean", "val/std")
@@ -81,6 +87,10 @@ class Trainer:
         reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
+        check_asynchrony(config, self.loss)  # [cluster] rollout_workers, [run] max_staleness, [rollout_correction]
+        #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
+        self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
+        self.rollout_group: RolloutGroup | None = None
 
     # -- one step -----------------------------------------------------------------------------------------
     def _score(
@@ -140,29 +150,36 @@ class Trainer:
             metrics.update({k: v for k, v in evaluated.metrics(prefix="val").items() if k not in _TOTALS})
         return metrics
 
+    def _train_request(self, step: int) -> tuple[list[PromptRecord], RolloutRequest]:
+        """Draw step ``step``'s prompts and build its rollout request (each prompt repeated group-size times)."""
+        records = self.prompts.sample(self.config.data.prompts_per_step)
+        g = self.group_size
+        sample_records = [rec for rec in records for _ in range(g)]
+        prompts = [rec.prompt for rec in sample_records]
+        request = RolloutRequest(
+            prompts=prompts,
+            group_ids=[k for k in range(len(records)) for _ in range(g)],
+            seeds=sample_seeds(self.config.run.seed, step, len(prompts)),
+            step=step,
+            mode="train",
+            record_trajectory=self.loss.requirements.inputs == "trajectory",
+            run_seed=self.config.run.seed,
+            metadata=[rec.metadata for rec in sample_records],
+        )
+        return records, request
+
     def train_step(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
     ) -> dict[str, float]:
         import torch
 
         t_start = time.perf_counter()
-        records = self.prompts.sample(self.config.data.prompts_per_step)
+        source = self.source if self.source is not None else ColocatedRollouts(group)
+        records, request, out = source.take(step, self._train_request)
         g = self.group_size
         sample_records = [rec for rec in records for _ in range(g)]
-        prompts = [rec.prompt for rec in sample_records]
-        group_ids = [k for k in range(len(records)) for _ in range(g)]
-        needs_trajectory = self.loss.requirements.inputs == "trajectory"
-        request = RolloutRequest(
-            prompts=prompts,
-            group_ids=group_ids,
-            seeds=sample_seeds(self.config.run.seed, step, len(prompts)),
-            step=step,
-            mode="train",
-            record_trajectory=needs_trajectory,
-            run_seed=self.config.run.seed,
-            metadata=[rec.metadata for rec in sample_records],
-        )
-        out = group.rollout(request)
+        prompts = list(request.prompts)
+        group_ids = list(request.group_ids)
         t_rollout = time.perf_counter()
 
         scored = self._score(out["images"], sample_records, prompts, run_dir)
@@ -179,11 +196,16 @@ class Trainer:
         )
         update = merge_stats(parts)
         update["lr"] = parts[0]["lr"]
+        sync = source.after_update(step, self._train_request, self.config.run.steps)
         t_end = time.perf_counter()
 
         n = len(prompts)
         metrics = scored.metrics()
         metrics.update({f"actor/{k}": v for k, v in update.items()})
+        metrics.update(merge_diagnostics([p.get("rollout_corr", {}) for p in parts]))
+        if "version" in out:  # rollout workers: which weights sampled this batch, and the last weight sync
+            metrics.update(staleness_metrics(step, int(out["version"]), self.config.run.max_staleness))
+            metrics.update(sync)
         metrics["advantage/abs_mean"] = float(advantages.abs().mean())
         metrics.update(step_advantages.metrics())  # advantage/<reward>/abs_mean and /std, with 2+ rewards
         window = out.get("window") or []
@@ -243,10 +265,15 @@ class Trainer:
                     self.consecutive_skips = int(loaded.state.get("consecutive_skips", 0))
                     self.console.print(f"resuming from [cyan]{loaded.checkpoint}[/] at step {first_step}")
                 self._reset_driver_rng(loaded.driver_rng)
+                rollout_group = self._start_rollout_workers(group, run_dir)
+                if rollout_group is not None:
+                    self.source.start(loaded.step, loaded.checkpoint, self._train_request, config.run.steps)
                 resumed = loaded.checkpoint is not None
                 last_saved = self._train_loop(group, run_dir, first_step, resumed, interrupt)
             finally:
                 # on success and on errors alike: no orphaned workers holding the cluster's resources
+                if self.rollout_group is not None:
+                    self.rollout_group.shutdown()
                 group.shutdown()
                 self.rewards.close()
                 self.eval_rewards.close()
@@ -258,6 +285,24 @@ class Trainer:
         plot_reward_curve(run_dir / "metrics.jsonl", run_dir / "reward_curve.png")
         self._print_summary(run_dir)
         return run_dir
+
+    def _start_rollout_workers(self, group: WorkerGroup, run_dir: Path) -> RolloutGroup | None:
+        """``[cluster] rollout_workers > 0``: start them (shut down with the policy group) and sample with them."""
+        from omni_rl.runtime.rollout_group import RolloutGroup
+
+        config = self.config
+        if not config.cluster.rollout_workers:
+            self.source = ColocatedRollouts(group)
+            return None
+        self.rollout_group = RolloutGroup(
+            config, lambda: f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
+        )
+        self.source = DisaggregatedRollouts(group, self.rollout_group, config.run.max_staleness, self.prompts)
+        self.console.print(
+            f"{self.rollout_group.size} rollout worker(s) on {self.rollout_group.infos[0]['device']}, "
+            f"max_staleness = {config.run.max_staleness}"
+        )
+        return self.rollout_group
 
     def _print_summary(self, run_dir: Path) -> None:
         """The run at a glance, read back from what it wrote (as ``omni-rl compare`` prints it): base, best and
@@ -340,12 +385,17 @@ class Trainer:
         staging = checkpoint.staging_dir(run_dir, step)
         try:
             group.call("save_state", str(staging))
+            in_flight = self.source.in_flight_versions(step) if self.source is not None else []
+            if in_flight:  # one-step-off: the weights that sampled the in-flight batch, to re-sample it on resume
+                group.call("save_versions", str(staging), in_flight)
+            prompt_state = self.source.prompt_state() if self.source is not None else None
             checkpoint.write_json(
                 staging / "trainer_state.json",
                 {
                     "step": step,
                     "format": FORMAT,
-                    "prompt_sampler": self.prompts.state_dict(),
+                    # before the in-flight batch's draw, which a resumed run draws again
+                    "prompt_sampler": prompt_state or self.prompts.state_dict(),
                     "consecutive_skips": self.consecutive_skips,
                 },
             )

@@ -43,7 +43,7 @@ def verify_checkpoint(directory: Path, branch: str = "") -> CheckpointStatus:
                 if path.is_file():
                     path.read_bytes()
     except CheckpointDamaged as exc:
-        problem = f"{exc.file}: {exc.message.split(': ', 1)[-1]}"
+        problem = exc.message.split(" is damaged: ", 1)[-1]  # "<file> <what is wrong with it>"
         return CheckpointStatus(step=step, path=directory, files=files, size=size, status="damaged", problem=problem)
     except OSError as exc:
         return CheckpointStatus(step=step, path=directory, files=files, size=size, status="damaged", problem=str(exc))

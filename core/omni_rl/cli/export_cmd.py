@@ -34,8 +34,10 @@ def run_export(args: argparse.Namespace, output: Output, registry: Registry) -> 
             hint="install the training extra and the run's model plugin, e.g. pip install 'omni-rl[train]' omni-rl-sd3",
         ) from exc
     if not result.verified:
-        output.warning(f"checkpoint {result.checkpoint} has no manifest (written by an older omni-rl): its files "
-                       "could not be verified")
+        output.warning(
+            f"checkpoint {result.checkpoint} has no manifest (written by an older omni-rl): its files "
+            "could not be verified"
+        )
     what = "merged pipeline" if result.merged else "LoRA"
     output.success(f"exported the {what} of step {result.step} ({result.checkpoint}) to {result.directory}")
     if result.merged:

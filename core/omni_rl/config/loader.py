@@ -38,6 +38,7 @@ SECTION_ORDER: tuple[str, ...] = (
     "advantage",
     "loss",
     "optim",
+    "rollout_correction",
     "log",
 )
 _DOCS_HINT = "each line is a problem and its $.path in the file; docs/config.md lists every section and key"

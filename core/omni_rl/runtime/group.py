@@ -52,6 +52,9 @@ def with_absolute_output_dir(config: ResolvedConfig) -> ResolvedConfig:
 
 
 class WorkerGroup:
+    #: what the errors call one of this group's actors (the rollout group says "rollout worker")
+    role = "policy worker"
+
     def __init__(self, config: ResolvedConfig, on_error_hint: Callable[[], str]) -> None:
         import ray
         from ray.util.placement_group import placement_group
@@ -134,10 +137,10 @@ class WorkerGroup:
                             deadline = time.monotonic() + SIBLING_DEATH_S
                         dead[other] = _reason(other_exc)
         if not dead:
-            raise _named(rank, exc, what, self.hint()) from exc
+            raise _named(rank, exc, what, self.hint(), self.role) from exc
         ranks = sorted(dead)
         names = ", ".join(self._describe(r) for r in ranks)
-        subject = f"policy worker {names}" if len(ranks) == 1 else f"policy workers {names}"
+        subject = f"{self.role} {names}" if len(ranks) == 1 else f"{self.role}s {names}"
         survivor = "" if rank in dead else f"; worker {rank}'s call failed with it"
         raise RuntimeFailure(f"{subject} died while {what}: {dead[ranks[0]]}{survivor}", hint=self.hint()) from exc
 
@@ -242,16 +245,16 @@ class WorkerGroup:
 _OPERATIONS = {"ready": "starting", "save_state": "saving the checkpoint", "load_state": "loading the checkpoint"}
 
 
-def _named(rank: int, exc: BaseException, what: str, hint: str) -> OmniRLError:
+def _named(rank: int, exc: BaseException, what: str, hint: str, role: str = "policy worker") -> OmniRLError:
     """A live worker's failed call as one line: ``policy worker N failed while <what>: Type: message``. An
     omni-rl error raised in the worker (a damaged checkpoint, a bad option) keeps its class, attributes and hint,
     with the worker and the operation put in front of its message."""
     cause = remote_cause(exc)
     if isinstance(cause, OmniRLError):
-        cause.message = f"policy worker {rank} failed while {what}: {cause.message}"
+        cause.message = f"{role} {rank} failed while {what}: {cause.message}"
         cause.args = (cause.message,)
         return cause
-    return RuntimeFailure(f"policy worker {rank} failed while {what}: {describe_remote(exc)}", hint=hint)
+    return RuntimeFailure(f"{role} {rank} failed while {what}: {describe_remote(exc)}", hint=hint)
 
 
 def _is_death(exc: BaseException) -> bool:

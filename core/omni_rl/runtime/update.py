@@ -8,16 +8,19 @@ non-finite gradient skips that optimizer step and is counted.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from omni_rl.batch import RolloutBatch, SamplerStep, TrajectoryLossInputs
 from omni_rl.protocols import DiffusionModel, Loss, Sampler
+from omni_rl.rollout_correction import SumAcross, correction_weights, diagnostic_sums
 from omni_rl.runtime.sharding import Shard
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
-from omni_rl.schema import OptimConfig
+from omni_rl.schema import OptimConfig, RolloutCorrectionConfig
 
 
 def _chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -36,12 +39,17 @@ class TrajectoryUpdate:
         optim: OptimConfig,
         grad_sync: GradSync | None = None,
         lockstep: Lockstep | None = None,
+        correction: RolloutCorrectionConfig | None = None,
+        sum_across: SumAcross | None = None,
     ) -> None:
         self.model = model
         self.sampler = sampler
         self.loss = loss
         self.optimizer = optimizer
         self.optim = optim
+        #: [rollout_correction] (None: off); ``sum_across`` sums its batch normalisation over the worker group
+        self.correction = correction or RolloutCorrectionConfig()
+        self.sum_across = sum_across
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
         #: FSDP2: every worker runs as many micro-batch passes as the busiest one (padding passes weigh 0)
         self.lockstep = lockstep
@@ -110,18 +118,20 @@ class TrajectoryUpdate:
         *,
         generator: torch.Generator,
         shard: Shard | None = None,
+        behaviour: AbstractContextManager[Any] | None = None,
     ) -> dict[str, Any]:
-        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers)."""
+        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers), with the rollout
+        correction's diagnostic sums under ``"rollout_corr"`` when both log-probs exist.
+
+        ``behaviour``: a context in which the model holds the weights version that sampled the batch (a stale
+        batch, ``[run] max_staleness``), for the old log-probs' recompute; None: the weights as they are."""
         traj = batch.trajectory
         if traj is None:
             raise RuntimeError("the rollout recorded no trajectory but the loss needs per-step log-probs")
         w = traj.log_probs.shape[1]
         shard = shard or Shard.whole(batch.group_ids.tolist())
         views = self.loss.requirements.views
-        if self.optim.recompute_old_log_probs or "old" in views:
-            old_log_probs, old_steps = self.old_views(batch, keep_steps="old" in views)
-        else:
-            old_log_probs, old_steps = traj.log_probs.float(), {}
+        old_log_probs, old_steps, sample_weights, diagnostics = self._old_log_probs(batch, behaviour)
 
         device = self.model.device
         stats = UpdateStats()
@@ -159,10 +169,53 @@ class TrajectoryUpdate:
                             next_sigmas=traj.next_sigmas[idx, j].to(device),
                             extras={k: v[idx].to(device) for k, v in extras.items()},
                             step_indices=traj.step_indices[idx, j].to(device),
+                            weights=None if sample_weights is None else sample_weights[idx, j].to(device),
                         )
                         out = self.loss(inputs)
                         self.stepper.backward(out.loss, weight)
                         if real:
                             stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx), out.metric_counts)
                 stats.record_step(self.stepper.step())
-        return stats.to_dict()
+        out = stats.to_dict()
+        if diagnostics:
+            out["rollout_corr"] = diagnostics
+        return out
+
+    def _old_log_probs(
+        self, batch: RolloutBatch, behaviour: AbstractContextManager[Any] | None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor | None, dict[str, float]]:
+        """(old log-probs (N, W), old steps' means and stds, per-element loss weights or None, diagnostic sums).
+
+        ``[rollout_correction] mode``: ``off`` recomputes when ``[optim] recompute_old_log_probs`` or the loss's
+        old view asks for it, as before; ``bypass`` uses the rollout's log-probs and recomputes only for the old
+        view or the rejection; ``decoupled`` always recomputes, and the IS weights (× not rejected) weight the loss.
+        """
+        traj = batch.trajectory
+        assert traj is not None
+        rc = self.correction
+        views = self.loss.requirements.views
+        rollout = traj.log_probs.float()
+        if rc.mode == "off":
+            recompute = self.optim.recompute_old_log_probs or "old" in views
+        elif rc.mode == "bypass":
+            recompute = "old" in views or rc.rejection != "off"
+        else:
+            recompute = True
+        if not recompute:
+            return rollout, {}, None, {}
+        with behaviour if behaviour is not None else contextlib.nullcontext():
+            recomputed, old_steps = self.old_views(batch, keep_steps="old" in views)
+        result = correction_weights(
+            rollout,
+            recomputed,
+            mode=rc.mode,
+            is_level=rc.is_level,
+            is_threshold=rc.is_threshold,
+            normalize=rc.is_batch_normalize,
+            rejection=rc.rejection,
+            band=rc.rejection_band,
+            sum_across=self.sum_across,
+        )
+        diagnostics = diagnostic_sums(rollout, recomputed, result, traj.step_indices)
+        old = rollout if rc.mode == "bypass" else recomputed
+        return old, old_steps, result.weights, diagnostics

@@ -16,6 +16,7 @@ import numpy as np
 
 from omni_rl.context import BuildContext
 from omni_rl.protocols import RolloutRequest
+from omni_rl.runtime.policy_sync import PolicySync
 from omni_rl.schema import ResolvedConfig
 
 
@@ -25,7 +26,7 @@ def pick_device(gpus_per_worker: float) -> str:
     return "cuda" if gpus_per_worker > 0 and torch.cuda.is_available() else "cpu"
 
 
-class PolicyWorker:
+class PolicyWorker(PolicySync):
     """Holds the trained policy. Methods are called by the driver through Ray (or directly in tests)."""
 
     #: ``[cluster] strategy = "fsdp2"``: the transformer is sharded across the worker group
@@ -89,7 +90,15 @@ class PolicyWorker:
         lockstep = self._lockstep if self.sharded else None
         if self.requirements.inputs == "trajectory":
             self.update_engine: Any = TrajectoryUpdate(
-                self.model, self.sampler, self.loss, self.optimizer, config.optim, grad_sync=sync, lockstep=lockstep
+                self.model,
+                self.sampler,
+                self.loss,
+                self.optimizer,
+                config.optim,
+                grad_sync=sync,
+                lockstep=lockstep,
+                correction=config.rollout_correction,
+                sum_across=self._all_reduce_sum if self.world_size > 1 else None,
             )
         else:
             self.update_engine = ForwardUpdate(
@@ -156,8 +165,11 @@ class PolicyWorker:
         shard = Shard(sample_ids, global_group_ids)
         adv = torch.as_tensor(np.array(advantages), dtype=torch.float32)
         tensors = {k: torch.as_tensor(np.array(v)) for k, v in extras.items()}
+        behaviour = self.behaviour_weights()  # a stale batch's old log-probs: the weights that sampled it
         if self.requirements.inputs == "trajectory":
-            stats = self.update_engine.run(self._batch, adv, tensors, generator=generator, shard=shard)
+            stats = self.update_engine.run(
+                self._batch, adv, tensors, generator=generator, shard=shard, behaviour=behaviour
+            )
         else:
             reward_t = torch.as_tensor(np.array(rewards), dtype=torch.float32)
             stats = self.update_engine.run(
@@ -212,6 +224,14 @@ class PolicyWorker:
         from omni_rl.runtime.fsdp import max_across_workers
 
         return max_across_workers(counts, self.ctx.device)
+
+    def _all_reduce_sum(self, tensor: Any) -> Any:
+        """``tensor`` summed over the worker group (the rollout correction's batch normalisation)."""
+        import torch.distributed as dist
+
+        out = tensor.clone()
+        dist.all_reduce(out)
+        return out
 
     def _all_reduce_grads(self, params: list[Any]) -> None:
         """Sum every trainable gradient across workers in one flat buffer (the DDP reduction, done once per

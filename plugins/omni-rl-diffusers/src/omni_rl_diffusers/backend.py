@@ -12,6 +12,7 @@ diffusers' FlowMatchEulerDiscreteScheduler, so validation keeps equalling the di
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
@@ -49,6 +50,7 @@ class DiffusersRollout:
         record = stochastic and request.record_trajectory
         conditioning = self._encode_unique(model, request.prompts, guidance)
         latent_shape = model.latent_shape(cfg.height, cfg.width)
+        precision = _precision(model, cfg.dtype if train else "model")
 
         finals, images, records = [], [], []
         n = len(request.prompts)
@@ -68,7 +70,8 @@ class DiffusersRollout:
             for i in range(num_steps):
                 sigma = sigmas[i].expand(len(idx))
                 sigma_next = sigmas[i + 1].expand(len(idx))
-                velocity = model.predict_velocity(x, sigma, cond, guidance)
+                with precision:
+                    velocity = model.predict_velocity(x, sigma, cond, guidance).float()
                 if stochastic and i in window:
                     noise = _per_sample_randn(generators, latent_shape).to(model.device)
                     out = sampler.step(
@@ -113,6 +116,14 @@ class DiffusersRollout:
         parts = [model.encode_prompts([p], guidance_scale=guidance) for p in unique]
         encoded = Conditioning.concat(parts)  # right-pads variable-length text (Qwen-Image) with zeros
         return encoded.index(torch.as_tensor([position[p] for p in prompts], dtype=torch.long))
+
+
+def _precision(model: DiffusionModel, dtype: str) -> contextlib.AbstractContextManager[None]:
+    """The rollout's compute precision: autocast to bfloat16, or the model's own dtype (no context)."""
+    if dtype == "model":
+        return contextlib.nullcontext()
+    device_type = torch.device(model.device).type
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 
 def _group_initial_noise(request: RolloutRequest, group_id: int, shape: tuple[int, ...]) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -39,3 +39,7 @@ class DiffusersRolloutConfig:
     #: seed, step and group), so the reward spread inside a group comes from the SDE window's noise alone, the
     #: part of the trajectory the policy gradient can credit. Training rollouts only; validation is unchanged.
     shared_initial_noise: bool = False
+    #: the training rollout's compute precision: "bfloat16" runs the transformer under autocast while the update
+    #: recomputes in the model's own dtype (float32), the engine mismatch [rollout_correction] measures and corrects
+    #: (docs/distributed.md); "model" keeps the model's dtype. Validation always uses the model's dtype.
+    dtype: Literal["model", "bfloat16"] = "model"

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from omni_rl_flow_grpo.kl import reference_kl
-from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample
+from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from torch import Tensor
 
@@ -38,7 +38,7 @@ class FlowDPPOLoss:
     def __init__(self, config: FlowDPPOLossConfig) -> None:
         self.config = config
         views = {"current", "old"} | ({"reference"} if config.kl_coef > 0 else set())
-        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views))
+        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views), sample_weights=True)
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:
         """Nothing to precompute: the advantages are used as they are at every trained step."""
@@ -62,7 +62,7 @@ class FlowDPPOLoss:
         # the dropped steps' log-ratio is replaced before exp: an overflowing ρ there would give 0·inf = NaN in the
         # backward of a torch.where on the loss term itself
         log_ratio = torch.where(region.dropped, torch.zeros_like(log_prob), log_prob - old_log_prob)
-        kept_terms = -advantages * torch.exp(log_ratio)
+        kept_terms = weighted(-advantages * torch.exp(log_ratio), inputs.weights, NAME)  # rollout correction
         policy_loss = torch.where(region.dropped, torch.zeros_like(kept_terms), kept_terms).mean()
 
         loss, kl = policy_loss, None

@@ -6,6 +6,7 @@ For one micro-batch at one window step:
 - policy_loss = mean max(-Â·ρ, -Â·clip(ρ, 1 - ε, 1 + ε))
 - kl = mean_b [ mean_dims (μ_θ - μ_ref)² / (2 s²) ], s = the current step's std_dev_t (without sqrt(-dt))
 - loss = policy_loss + kl_coef · kl
+- with rollout correction weights w (``TrajectoryLossInputs.weights``): policy_loss = mean w·max(…)
 
 As the reference trainer (flow_grpo's ``train_sd3*.py``) does it: the KL is a squared distance of the two
 means scaled by s², not the Gaussian KL with the sqrt(-dt) factor; the clip fractions count |ρ - 1| > ε.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
@@ -22,9 +24,9 @@ from omni_rl.protocols import LossRequirements
 from omni_rl_flow_grpo.config import FlowGRPOLossConfig
 from omni_rl_flow_grpo.kl import reference_kl
 from omni_rl_flow_grpo.loss_inputs import f32 as _f32
-from omni_rl_flow_grpo.loss_inputs import per_sample
+from omni_rl_flow_grpo.loss_inputs import per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
-from omni_rl_flow_grpo.ppo import clipped_policy_loss, ratio_metrics
+from omni_rl_flow_grpo.ppo import clipped_objective, clipped_policy_loss, ratio_metrics
 
 
 def _per_sample(t: Tensor, batch: int) -> Tensor:
@@ -38,7 +40,7 @@ class FlowGRPOLoss:
     def __init__(self, config: FlowGRPOLossConfig) -> None:
         self.config = config
         views = {"current"} | ({"reference"} if config.kl_coef > 0 else set())
-        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views))
+        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views), sample_weights=True)
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:
         """Nothing to precompute: the advantages are used as they are at every trained step."""
@@ -57,7 +59,12 @@ class FlowGRPOLoss:
         advantages = _per_sample(inputs.advantages, batch)
 
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
-        policy_loss, ratio = clipped_policy_loss(log_prob, old_log_prob, clipped_adv, self.config.clip_ratio)
+        if inputs.weights is None:
+            policy_loss, ratio = clipped_policy_loss(log_prob, old_log_prob, clipped_adv, self.config.clip_ratio)
+        else:  # rollout correction: each sample's term weighted, rejected ones (weight 0) kept in the mean
+            ratio = torch.exp(log_prob - old_log_prob)
+            terms = clipped_objective(ratio, clipped_adv, self.config.clip_ratio)
+            policy_loss = weighted(terms, inputs.weights, "flow_grpo").mean()
 
         loss = policy_loss
         kl = None

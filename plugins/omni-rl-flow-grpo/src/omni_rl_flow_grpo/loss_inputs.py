@@ -33,3 +33,11 @@ def log_prob_of(step: SamplerStep, loss_name: str) -> Tensor:
             "sampler such as ode, or a noise level of 0)"
         )
     return f32(step.log_prob)
+
+
+def weighted(terms: Tensor, weights: Tensor | None, loss_name: str) -> Tensor:
+    """``terms`` (B,) times the rollout correction's detached per-sample weights (``TrajectoryLossInputs.weights``);
+    ``terms`` itself when there are none, so an uncorrected loss computes exactly what it did before."""
+    if weights is None:
+        return terms
+    return terms * per_sample(weights, terms.shape[0], loss_name).detach()

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 from omni_rl_flow_grpo.kl import reference_kl
-from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample
+from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from omni_rl_flow_grpo.ppo import clipped_objective, ratio_metrics
 from torch import Tensor
@@ -38,7 +38,7 @@ class GRPOGuardLoss:
     def __init__(self, config: GRPOGuardLossConfig) -> None:
         self.config = config
         views = {"current", "old"} | ({"reference"} if config.kl_coef > 0 else set())
-        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views))
+        self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views), sample_weights=True)
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:
         """Nothing to precompute: the advantages are used as they are at every trained step."""
@@ -56,7 +56,7 @@ class GRPOGuardLoss:
         terms = clipped_objective(norm.ratio, clipped_adv, self.config.clip_ratio)
         if self.config.step_reweight:
             terms = terms * step_weights(*self._sigmas(inputs, batch))
-        policy_loss = terms.mean()
+        policy_loss = weighted(terms, inputs.weights, NAME).mean()  # rollout correction's weights, when given
 
         loss, kl = policy_loss, None
         if self.config.kl_coef > 0:

@@ -1,0 +1,140 @@
+"""The rollout workers as one group (``[cluster] rollout_workers = N``), beside the policy workers' group.
+
+A step's request is split by whole prompt groups over the rollout workers; each returns the driver's part (images,
+window, the weights version it sampled with) and its whole batch as a second Ray object, which only the policy
+workers holding those samples fetch. Weights travel the same way: the policy's rank 0 returns a version as one
+object in Ray's object store, and every rollout worker gets that same object (one put, many gets).
+
+Errors name the rollout worker and the resume command exactly as the policy group does (it is a WorkerGroup with
+another role).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import numpy as np
+
+from omni_rl.errors import RuntimeFailure
+from omni_rl.protocols import RolloutRequest
+from omni_rl.runtime.group import PLACEMENT_TIMEOUT_S, WorkerGroup, with_absolute_output_dir
+from omni_rl.runtime.sharding import split_groups
+from omni_rl.schema import ResolvedConfig
+
+
+def rollout_bundle(config: ResolvedConfig) -> dict[str, float]:
+    """One rollout worker's Ray resources (the policy workers' unless ``rollout_*_per_worker`` are set)."""
+    cluster = config.cluster
+    cpus = cluster.cpus_per_worker if cluster.rollout_cpus_per_worker is None else cluster.rollout_cpus_per_worker
+    gpus = cluster.gpus_per_worker if cluster.rollout_gpus_per_worker is None else cluster.rollout_gpus_per_worker
+    bundle = {"CPU": cpus}
+    if gpus:
+        bundle["GPU"] = gpus
+    return bundle
+
+
+@attrs.frozen
+class Pending:
+    """A submitted rollout: its request, each used worker's (positions, driver ref, batch ref)."""
+
+    request: RolloutRequest
+    parts: list[tuple[int, list[int], Any, Any]]
+
+
+class RolloutGroup(WorkerGroup):
+    role = "rollout worker"
+
+    def __init__(self, config: ResolvedConfig, on_error_hint: Callable[[], str]) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from omni_rl.runtime.rollout_worker import RolloutWorker
+
+        config = with_absolute_output_dir(config)
+        self.size = config.cluster.rollout_workers
+        self.lockstep = False
+        self.hint = on_error_hint
+        bundle = rollout_bundle(config)
+        self.placement = placement_group([dict(bundle) for _ in range(self.size)], strategy="PACK")
+        ready, _ = ray.wait([self.placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            ray.util.remove_placement_group(self.placement)
+            raise RuntimeFailure(
+                f"the Ray cluster could not place {self.size} rollout worker(s) of {bundle} within "
+                f"{PLACEMENT_TIMEOUT_S} s (free {ray.available_resources()})",
+                hint="lower [cluster] rollout_workers / rollout_cpus_per_worker / rollout_gpus_per_worker",
+            )
+        actor_cls = ray.remote(num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0))(RolloutWorker)
+        self.actors = [
+            actor_cls.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank)
+            ).remote(config, rank)
+            for rank in range(self.size)
+        ]
+        try:
+            self.infos = self.call("ready")
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def load_weights(self, state_ref: Any, version: int) -> float:
+        """Every rollout worker takes the version in ``state_ref`` (queued behind the rollouts already submitted,
+        which keep sampling with the version they started with); returns the slowest load's seconds."""
+        start = time.perf_counter()
+        loads = self._gather([a.load_weights.remote(state_ref) for a in self.actors], f"loading weights v{version}")
+        return max([time.perf_counter() - start, *(float(r["load_s"]) for r in loads)])
+
+    def submit(self, request: RolloutRequest) -> Pending:
+        """Start sampling ``request`` split over the rollout workers; returns at once."""
+        parts = []
+        for rank, positions in enumerate(split_groups(request.group_ids, self.size)):
+            if not positions:
+                continue
+            sub = attrs.evolve(
+                request,
+                prompts=[request.prompts[i] for i in positions],
+                group_ids=[request.group_ids[i] for i in positions],
+                seeds=[request.seeds[i] for i in positions],
+                metadata=[request.metadata[i] for i in positions] if request.metadata else [],
+            )
+            out_ref, batch_ref = self.actors[rank].generate.options(num_returns=2).remote(sub)
+            parts.append((rank, list(positions), out_ref, batch_ref))
+        return Pending(request=request, parts=parts)
+
+    def collect(self, pending: Pending) -> dict[str, Any]:
+        """Wait for a submitted rollout: the driver's part, joined in the request's order, with ``version``."""
+        step = pending.request.step
+        outs = self._gather({rank: ref for rank, _, ref, _ in pending.parts}, f"sampling (step {step})")
+        versions = {int(o["version"]) for o in outs}
+        windows = {tuple(o.get("window", ())) for o in outs}
+        if len(versions) > 1 or len(windows) > 1:
+            raise AssertionError(f"rollout workers disagree: versions {sorted(versions)}, windows {sorted(windows)}")
+        return {
+            "images": np.concatenate([o["images"] for o in outs]),
+            "prompts": [q for o in outs for q in o["prompts"]],
+            "group_ids": np.concatenate([o["group_ids"] for o in outs]),
+            "window": list(windows.pop()),
+            "version": versions.pop(),
+        }
+
+    def hand_over(self, pending: Pending, policy: WorkerGroup, version: int) -> None:
+        """Give each policy worker its shard of the sampled batch (by whole groups, as a colocated rollout splits
+        it); each fetches only the rollout workers' batches that hold its samples."""
+        request = pending.request
+        shards = split_groups(request.group_ids, policy.size)
+        owner = {}  # global position -> (part index, position inside that part)
+        for k, (_, positions, _, _) in enumerate(pending.parts):
+            owner.update({p: (k, i) for i, p in enumerate(positions)})
+        refs = {}
+        for rank, (actor, positions) in enumerate(zip(policy.actors, shards, strict=True)):
+            used = sorted({owner[p][0] for p in positions})
+            offsets = {k: sum(len(pending.parts[u][1]) for u in used[: used.index(k)]) for k in used}
+            local = [offsets[owner[p][0]] + owner[p][1] for p in positions]
+            batch_refs = [pending.parts[k][3] for k in used]
+            refs[rank] = actor.accept_rollout.remote(request, version, local, *batch_refs)
+        policy._gather(refs, f"receiving the rollout (step {request.step})")
+        policy.shards = shards

@@ -1,0 +1,91 @@
+"""The rollout worker (``[cluster] rollout_workers > 0``): a Ray actor apart from the policy workers, holding a
+no-grad copy of the model and running the rollout backend with the weights version it last received.
+
+It returns two things per training rollout: what the driver needs (uint8 images, the SDE window, the weights
+version it sampled with) and the whole :class:`~omni_rl.batch.RolloutBatch` as a second Ray object, which the
+policy workers fetch straight from the object store (the driver never holds the trajectory).
+
+A backend that serves the model from its own engine (vLLM-Omni) has the optional member ``load_weights(state,
+version)`` (docs/hooks.md): the worker then hands it every new version and does not touch its own model copy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from omni_rl.context import BuildContext
+from omni_rl.protocols import RolloutRequest
+from omni_rl.runtime.weights import WeightsState, apply
+from omni_rl.runtime.worker import pick_device
+from omni_rl.schema import ResolvedConfig
+
+
+class RolloutWorker:
+    """Samples training batches with a received weights version. Methods are called through Ray (or directly)."""
+
+    def __init__(self, config: ResolvedConfig, rank: int = 0) -> None:
+        import torch
+
+        self.config = config
+        self.rank = rank
+        torch.manual_seed(config.run.seed + 10_000 + rank)
+        if os.environ.get("OMNI_RL_TORCH_THREADS"):
+            torch.set_num_threads(int(os.environ["OMNI_RL_TORCH_THREADS"]))
+        gpus = config.cluster.rollout_gpus_per_worker
+        gpus = config.cluster.gpus_per_worker if gpus is None else gpus
+        self.ctx = BuildContext(
+            device=pick_device(gpus), seed=config.run.seed, run_dir=Path(config.run.output_dir), rank=rank
+        )
+        parts = config.components
+        self.model = parts["model"].build(self.ctx)
+        self.sampler = parts["sampler"].build(self.ctx)
+        self.rollout = parts["rollout"].build(self.ctx)
+        loss = parts["loss"].build(self.ctx)
+        setup = getattr(loss, "setup", None)
+        if setup is not None:
+            setup(self.model)  # the same adapters as the policy (DiffusionNFT samples with "old")
+        self.rollout_view = loss.requirements.rollout_view
+        #: the weights version held; None until the first :meth:`load_weights`
+        self.version: int | None = None
+
+    def ready(self) -> dict[str, Any]:
+        import socket
+
+        return {"device": self.ctx.device, "pid": os.getpid(), "node": socket.gethostname()}
+
+    def load_weights(self, state: WeightsState) -> dict[str, float]:
+        """Take a new weights version (the backend's own ``load_weights`` when it has one); returns the seconds it
+        took, for the driver's ``perf/weight_sync_s``."""
+        start = time.perf_counter()
+        load = getattr(self.rollout, "load_weights", None)
+        if load is not None:
+            load(state, state.version)
+        else:
+            apply(self.model, state)
+        self.version = state.version
+        return {"load_s": time.perf_counter() - start}
+
+    def generate(self, request: RolloutRequest) -> tuple[dict[str, Any], Any]:
+        """(what the driver needs, the whole batch): call with ``num_returns=2``."""
+        from omni_rl.runtime.forward_update import view_context
+
+        if self.version is None:
+            raise RuntimeError("rollout worker asked to sample before it received any weights")
+        view = self.rollout_view if request.mode == "train" else "current"
+        with view_context(self.model, view):
+            batch = self.rollout.generate(self.model, self.sampler, request)
+        trajectory = batch.trajectory
+        out = {
+            "images": batch.images.numpy(),
+            "prompts": batch.prompts,
+            "group_ids": batch.group_ids.numpy(),
+            "window": [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()],
+            "version": self.version,
+        }
+        return out, batch
+
+    def shutdown(self) -> None:
+        """Nothing to leave (no process group); the driver kills the actor."""
