@@ -6,11 +6,17 @@ unless its section sets ``on_error = "zero"``: then that reward scores the batch
 (``RewardResult.failures``, e.g. a VLM judge whose API timed out): they are added to the same count.
 NaN/inf scores are kept out of the statistics and counted in ``reward/<name>/nonfinite``; a wrong number of
 scores is always an error.
+
+Streaming (``[run] stream_rewards``): the rewards with their own actors may be handed a training batch part by
+part while it is still sampling (:meth:`CombinedReward.submit_parts`, one call per worker's part, started by Ray
+when that part is ready); :meth:`CombinedReward.__call__` then gathers those calls and joins them in the batch's
+order instead of scoring the whole batch, so a reward that scores each image on its own gives the same numbers.
+A failed part counts as one failure, as a failed whole batch does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import attrs
@@ -52,6 +58,17 @@ class ScoredBatch:
         return out
 
 
+@attrs.frozen
+class StreamedScores:
+    """Reward-actor calls submitted while a training batch was still sampling: for each reward with
+    ``resources`` (by its index), one call per sampled part as (the part's positions in the batch, the Ray ref of
+    its result). Passed to :meth:`CombinedReward.__call__`, they stand in for scoring those rewards on the whole
+    batch."""
+
+    size: int
+    calls: dict[int, list[tuple[list[int], Any]]]
+
+
 class CombinedReward:
     """Builds every ``[[reward]]`` once and scores batches with all of them."""
 
@@ -60,6 +77,12 @@ class CombinedReward:
         self.ctx = ctx
         self.models: list[Any] = [None if section.resources else section.build(ctx) for section in self.sections]
         self.names = _unique_names([section.name for section in self.sections])
+
+    @property
+    def has_actors(self) -> bool:
+        """Whether some reward runs in its own actor: only those can score a batch's parts while the rest of it
+        still samples (an in-driver reward would block the driver, which has nothing else to wait on)."""
+        return any(section.resources for section in self.sections)
 
     def close(self) -> None:
         """Kill the reward actors this run started (in-driver rewards need nothing)."""
@@ -120,54 +143,93 @@ class CombinedReward:
                 self._unplaced(k)
         return self.models[k]
 
+    def submit_parts(
+        self, parts: Sequence[tuple[Sequence[int], Any]], metadata: Sequence[Mapping[str, Any]]
+    ) -> StreamedScores:
+        """Queue each reward actor's scoring of every part of a batch that is still sampling, and return at once.
+
+        ``parts``: (positions in the batch, the Ray ref of a worker's rollout output: a dict with ``images`` and
+        ``prompts`` of those positions). Ray starts each call when its part is sampled, and the images go from the
+        worker to the actor without passing through the driver; an actor scores the parts in the order given.
+        ``metadata``: the whole batch's, one mapping per sample (or empty)."""
+        calls: dict[int, list[tuple[list[int], Any]]] = {}
+        for k, section in enumerate(self.sections):
+            if not section.resources:
+                continue
+            actor = self._remote(k)
+            calls[k] = []
+            for positions, ref in parts:
+                meta = [metadata[i] for i in positions] if metadata else [{} for _ in positions]
+                calls[k].append((list(positions), actor.score_part.remote(ref, meta)))
+        return StreamedScores(size=sum(len(positions) for positions, _ in parts), calls=calls)
+
     def __call__(
-        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+        self,
+        images: np.ndarray,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        streamed: StreamedScores | None = None,
     ) -> ScoredBatch:
+        """Score ``images`` with every reward; ``streamed``: the actor rewards' calls already submitted part by
+        part for this batch (:meth:`submit_parts`), gathered here instead of scoring the whole batch again."""
         n = len(prompts)
         total = np.zeros(n, dtype=np.float64)
         scores, details, failures, weights, nonfinite = {}, {}, {}, {}, {}
         # Rewards with their own resources score in their actors while the driver scores the others.
-        pending = {
-            k: self._remote(k).score.remote(images, list(prompts), list(metadata))
-            for k, section in enumerate(self.sections)
-            if section.resources
-        }
+        if streamed is not None:
+            if streamed.size != n:
+                raise AssertionError(f"streamed reward calls cover {streamed.size} samples, the batch has {n}")
+            pending = streamed.calls
+        else:
+            pending = {
+                k: [(list(range(n)), self._remote(k).score.remote(images, list(prompts), list(metadata)))]
+                for k, section in enumerate(self.sections)
+                if section.resources
+            }
         for k, (name, section) in enumerate(zip(self.names, self.sections, strict=True)):
-            try:
-                if k in pending:
-                    import ray
-
-                    raw = ray.get(pending[k])
-                else:
-                    raw = self.models[k](images, prompts, metadata)
-                result = RewardResult.coerce(raw)
-                score = np.asarray(result.scores, dtype=np.float64).reshape(-1)
-            except Exception as exc:
-                if section.on_error != "zero":
-                    where = f"reward actor {name!r}" if k in pending else f"reward {name!r}"
-                    raise RuntimeFailure(
-                        f"{where} failed: {describe_remote(exc)}",
-                        hint=f'fix the reward, or set on_error = "zero" in its [[reward]] section to score '
-                        f"failed batches 0 (counted in reward/{name}/failures)",
-                    ) from exc
-                failures[name] = failures.get(name, 0) + 1
-                result, score = RewardResult(np.zeros(n)), np.zeros(n)
-            if score.shape != (n,):  # a bug in the reward, not a failed batch: on_error does not cover it
-                raise RuntimeFailure(
-                    f"reward {name!r} returned {score.size} scores for {n} images",
-                    hint="a reward returns one score per image, in the order of the images it was given",
-                )
+            if k in pending:
+                parts = [(positions, self._part(k, len(positions), ref, _ray_get)) for positions, ref in pending[k]]
+            else:
+                model = self.models[k]
+                parts = [
+                    (list(range(n)), self._part(k, n, None, lambda _, model=model: model(images, prompts, metadata)))
+                ]
+            score, result_details, failed = _join(name, parts, n)
             if not np.all(np.isfinite(score)):
                 nonfinite[name] = int(np.sum(~np.isfinite(score)))
-            if result.failures:  # samples the reward itself scored 0 after a failed call (a remote judge)
-                failures[name] = failures.get(name, 0) + int(result.failures)
+            if failed:  # failed calls scored 0 (on_error = "zero"), and samples the reward itself scored 0
+                failures[name] = failed
             scores[name] = score
             weights[name] = float(section.weight)
-            details[name] = {k: np.asarray(v, dtype=np.float64) for k, v in result.details.items()}
+            details[name] = result_details
             total += section.weight * score
         return ScoredBatch(
             total=total, scores=scores, details=details, failures=failures, weights=weights, nonfinite=nonfinite
         )
+
+    def _part(self, k: int, size: int, ref: Any, get: Callable[[Any], Any]) -> tuple[RewardResult, np.ndarray, int]:
+        """Reward ``k``'s result for one call of ``size`` samples (``get(ref)``: the whole batch, or one streamed
+        part): (result, scores, 1 if the call failed and ``on_error = "zero"`` scored it 0). Any other failure,
+        and a wrong number of scores, stop the run."""
+        name, section = self.names[k], self.sections[k]
+        try:
+            result = RewardResult.coerce(get(ref))
+            score = np.asarray(result.scores, dtype=np.float64).reshape(-1)
+        except Exception as exc:
+            if section.on_error != "zero":
+                where = f"reward actor {name!r}" if section.resources else f"reward {name!r}"
+                raise RuntimeFailure(
+                    f"{where} failed: {describe_remote(exc)}",
+                    hint=f'fix the reward, or set on_error = "zero" in its [[reward]] section to score '
+                    f"failed batches 0 (counted in reward/{name}/failures)",
+                ) from exc
+            return RewardResult(np.zeros(size)), np.zeros(size), 1
+        if score.shape != (size,):  # a bug in the reward, not a failed batch: on_error does not cover it
+            raise RuntimeFailure(
+                f"reward {name!r} returned {score.size} scores for {size} images",
+                hint="a reward returns one score per image, in the order of the images it was given",
+            )
+        return result, score, 0
 
 
 class RewardActor:
@@ -180,6 +242,48 @@ class RewardActor:
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult | np.ndarray:
         return self.model(images, prompts, metadata)
+
+    def score_part(self, part: Mapping[str, Any], metadata: Sequence[Mapping[str, Any]]) -> RewardResult | np.ndarray:
+        """Score one worker's part of a batch that is still sampling (``part``: its rollout output, which Ray
+        resolved from the worker's object once it was sampled)."""
+        return self.model(part["images"], part["prompts"], metadata)
+
+
+def _ray_get(ref: Any) -> Any:
+    import ray
+
+    return ray.get(ref)
+
+
+def _join(
+    name: str, parts: Sequence[tuple[list[int], tuple[RewardResult, np.ndarray, int]]], n: int
+) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+    """One reward's calls as the whole batch's (scores, details, failures): each part's values placed at its
+    positions. A detail is kept when every part has it; a part's scalar detail stands for each of its samples."""
+    if len(parts) == 1 and parts[0][0] == list(range(n)):  # the whole batch in one call: as it is
+        result, score, failed = parts[0][1]
+        return (
+            score,
+            {key: np.asarray(v, dtype=np.float64) for key, v in result.details.items()},
+            failed + int(result.failures),
+        )
+    score = np.empty(n, dtype=np.float64)
+    keys = set.intersection(*(set(result.details) for _, (result, _, _) in parts))
+    details = {key: np.empty(n, dtype=np.float64) for key in sorted(keys)}
+    failed = 0
+    for positions, (result, part_score, part_failed) in parts:
+        score[positions] = part_score
+        failed += part_failed + int(result.failures)
+        for key in keys:
+            value = np.asarray(result.details[key], dtype=np.float64).reshape(-1)
+            if value.size not in (1, len(positions)):
+                raise RuntimeFailure(
+                    f"reward {name!r} returned detail {key!r} with {value.size} values for {len(positions)} images",
+                    hint="streamed scoring joins details per sample: return one value per image (or one number), "
+                    "or set [run] stream_rewards = false",
+                )
+            details[key][positions] = value
+    return score, details, failed
 
 
 def actor_resources(resources: Mapping[str, float]) -> dict[str, float]:

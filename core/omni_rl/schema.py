@@ -45,6 +45,10 @@ class RunConfig:
     #: the weights being trained (synchronous); 1 samples step t+1's batch while step t trains, with the weights
     #: of step t-1's update (one-step-off, needs [cluster] rollout_workers > 0; see docs/distributed.md)
     max_staleness: int = attrs.field(default=0, validator=attrs.validators.in_((0, 1)))
+    #: score a training batch in the reward actors ([[reward]] resources) part by part as each worker's samples
+    #: are ready, while the other parts (and, at max_staleness = 1, the next batch) still sample; false scores
+    #: the whole batch once it is back. In-driver rewards always score the whole batch (docs/rewards.md)
+    stream_rewards: bool = True
 
 
 def _mixed_precision_supported(instance: Any, attribute: attrs.Attribute, value: str) -> None:

@@ -32,11 +32,11 @@ from omni_rl.plots import plot_reward_curve
 from omni_rl.plugins import describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.resume import resume
-from omni_rl.rewards import CombinedReward, ScoredBatch
+from omni_rl.rewards import CombinedReward, ScoredBatch, StreamedScores
 from omni_rl.rollout_correction import merge_diagnostics
 from omni_rl.run_summary import format_reward
 from omni_rl.rundir import resolve_run_start
-from omni_rl.runtime.group import WorkerGroup
+from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRollouts
 from omni_rl.runtime.stepping import merge_stats
 from omni_rl.schema import ResolvedConfig
@@ -100,12 +100,14 @@ class Trainer:
         prompts: list[str],
         run_dir: Path | None = None,
         rewards: CombinedReward | None = None,
+        streamed: StreamedScores | None = None,
     ) -> ScoredBatch:
-        """Score with ``rewards`` (the trained ones by default). A reward that stops the run (a reward server that
-        went away, say) gets the resume command added to its hint: the last checkpoint is intact."""
+        """Score with ``rewards`` (the trained ones by default; ``streamed``: their actors' calls already submitted
+        part by part, see :meth:`_reward_stream`). A reward that stops the run (a reward server that went away,
+        say) gets the resume command added to its hint: the last checkpoint is intact."""
         metadata = [rec.metadata for rec in records]
         try:
-            return (rewards or self.rewards)(images, prompts, metadata)
+            return (rewards or self.rewards)(images, prompts, metadata, streamed)
         except RuntimeFailure as exc:
             if run_dir is None:
                 raise
@@ -182,7 +184,7 @@ class Trainer:
         group_ids = list(request.group_ids)
         t_rollout = time.perf_counter()
 
-        scored = self._score(out["images"], sample_records, prompts, run_dir)
+        scored = self._score(out["images"], sample_records, prompts, run_dir, streamed=out.get("streamed"))
         # a NaN/inf score (reward/<name>/nonfinite) has advantage 0 and, as the loss sees it, its group's mean
         rewards = torch.as_tensor(neutral_nonfinite(scored.total, group_ids), dtype=torch.float32)
         gids = torch.as_tensor(group_ids, dtype=torch.long)
@@ -292,17 +294,29 @@ class Trainer:
 
         config = self.config
         if not config.cluster.rollout_workers:
-            self.source = ColocatedRollouts(group)
+            self.source = ColocatedRollouts(group, self._reward_stream())
             return None
         self.rollout_group = RolloutGroup(
             config, lambda: f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
         )
-        self.source = DisaggregatedRollouts(group, self.rollout_group, config.run.max_staleness, self.prompts)
+        self.source = DisaggregatedRollouts(
+            group, self.rollout_group, config.run.max_staleness, self.prompts, self._reward_stream()
+        )
         self.console.print(
             f"{self.rollout_group.size} rollout worker(s) on {self.rollout_group.infos[0]['device']}, "
             f"max_staleness = {config.run.max_staleness}"
         )
         return self.rollout_group
+
+    def _reward_stream(self) -> StreamParts | None:
+        """``[run] stream_rewards`` with reward actors: the reward actors get each worker's part of a training batch
+        the moment it is submitted and score it as soon as it is sampled, so scoring overlaps the rest of the
+        rollout (and, one-step-off, the previous step's update). None: score the whole batch once it is back,
+        also when every reward runs in the driver, which has nothing to overlap while it waits for the rollout."""
+        if not (self.config.run.stream_rewards and self.rewards.has_actors):
+            return None
+        rewards = self.rewards
+        return lambda request, parts: rewards.submit_parts(parts, request.metadata)
 
     def _print_summary(self, run_dir: Path) -> None:
         """The run at a glance, read back from what it wrote (as ``omni-rl compare`` prints it): base, best and

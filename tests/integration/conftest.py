@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,23 @@ def small_jpeg_args(tiny_sd3: Path):
         return ["run", str(example), *[a for s in sets for a in ("--set", s)]]
 
     return args
+
+
+@pytest.fixture(name="parts_submitted")
+def parts_submitted_fixture(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many parts of each training batch the driver handed to the reward actors while it sampled
+    (``[run] stream_rewards``), one entry per batch."""
+    from omni_rl.rewards import CombinedReward
+
+    seen: list[int] = []
+    submit = CombinedReward.submit_parts
+
+    def spy(self: CombinedReward, parts: Any, metadata: Any) -> Any:
+        seen.append(len(parts))
+        return submit(self, parts, metadata)
+
+    monkeypatch.setattr(CombinedReward, "submit_parts", spy)
+    return seen
 
 
 @pytest.fixture

@@ -41,3 +41,29 @@ def test_a_failing_reward_names_itself(ray_cluster: None) -> None:
     scored = zero(np.zeros((2, 8, 8), dtype=np.uint8), ["a", "b"], [{}] * 2)
     assert scored.total.tolist() == [0.0, 0.0]
     assert scored.metrics()["reward/jpeg_compressibility/failures"] == 1.0
+
+
+def test_streamed_parts_join_to_the_whole_batch_score(ray_cluster: None) -> None:
+    """[run] stream_rewards: scoring each worker's part as it is sampled gives the whole batch's scores, details
+    and order; a failed part (on_error = "zero") scores only its own samples 0 and counts one failure."""
+    import ray
+
+    remote = load_config(EXAMPLE, ["reward.0.resources={CPU = 0.5}", 'reward.0.on_error="zero"']).rewards
+    images = np.random.default_rng(1).integers(0, 256, size=(5, 32, 32, 3), dtype=np.uint8)
+    prompts = ["a", "b", "c", "d", "e"]
+    combined = CombinedReward(remote, None)
+    try:
+        whole = combined(images, prompts, [{}] * 5)
+        first, second = [0, 1], [2, 3, 4]
+        second_ref = ray.put({"images": images[2:], "prompts": prompts[2:]})
+        parts = [(first, ray.put({"images": images[:2], "prompts": prompts[:2]})), (second, second_ref)]
+        got = combined(images, prompts, [{}] * 5, combined.submit_parts(parts, [{}] * 5))
+        np.testing.assert_array_equal(got.total, whole.total)
+        assert got.metrics() == whole.metrics()
+        broken = [(first, ray.put({"images": np.zeros((2, 8, 8), np.uint8), "prompts": prompts[:2]})), parts[1]]
+        partial = combined(images, prompts, [{}] * 5, combined.submit_parts(broken, []))
+        assert partial.total[:2].tolist() == [0.0, 0.0]
+        np.testing.assert_array_equal(partial.total[2:], whole.total[2:])
+        assert partial.failures == {"jpeg_compressibility": 1}
+    finally:
+        combined.close()

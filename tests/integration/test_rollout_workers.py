@@ -4,6 +4,7 @@ rollout worker)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -40,14 +41,76 @@ def test_disaggregated_staleness_0_reproduces_the_colocated_run(tmp_path: Path, 
     assert "rollout/version" not in colocated[0]
 
 
-def test_one_step_off_samples_each_batch_with_the_version_one_update_behind(tmp_path: Path, small_jpeg_run) -> None:
+def test_one_step_off_samples_each_batch_with_the_version_one_update_behind(
+    tmp_path: Path, small_jpeg_run, parts_submitted: list[int]
+) -> None:
+    """With the reward in an actor, each batch is handed to it when submitted ([run] stream_rewards): batch t+1
+    is scored while step t trains."""
     rows = small_jpeg_run(
-        tmp_path / "off", 1, "cluster.rollout_workers=1", "run.max_staleness=1", "run.steps=3", "run.save_every=0"
+        tmp_path / "off",
+        1,
+        "cluster.rollout_workers=1",
+        "run.max_staleness=1",
+        "run.steps=3",
+        "run.save_every=0",
+        "cluster.rollout_cpus_per_worker=0.5",
+        "reward.0.resources={CPU = 0.5}",
     )
+    assert parts_submitted == [1, 1, 1]
     assert [r["rollout/version"] for r in rows] == [0, 0, 1]
     assert [r["rollout/staleness"] for r in rows] == [0, 1, 1]
     # the old log-probs are recomputed with the version that sampled: on-policy up to float rounding
     assert all(r["rollout_corr/abs_delta_max"] < 1e-4 for r in rows)
+
+
+#: the shapes DiffusionNFT example on the tiny SD3 with the JPEG reward: two steps of 2 prompts x 2 images, two
+#: denoising steps at 32 px, no validation
+NFT_SETS = (
+    "run.steps=2",
+    "run.save_every=0",
+    "run.eval_every=0",
+    "run.eval_before_training=false",
+    "cluster.cpus_per_worker=1",
+    'reward.0.name="jpeg_compressibility"',
+    "rollout.options.height=32",
+    "rollout.options.width=32",
+    "rollout.options.group_size=2",
+    "rollout.options.batch_size=4",
+    "rollout.options.steps=2",
+    "rollout.options.eval_steps=2",
+    "data.prompts_per_step=2",
+    "loss.options.num_steps=2",
+    "loss.options.timesteps=2",
+    "log.image_every=1",
+)
+
+
+def test_diffusion_nft_disaggregated_staleness_0_reproduces_the_colocated_run(
+    tmp_path: Path, tiny_sd3: Path, ray_cluster: None
+) -> None:
+    """DiffusionNFT samples with its "old" adapter, which travels with the LoRA in every weights version: the
+    rollout worker's step-1 images equal the colocated ones bit for bit, the rewards are equal at every step and
+    the update metrics equal to float rounding."""
+    from omni_rl.cli import main
+
+    example = Path(__file__).parents[2] / "docs" / "examples" / "shapes_diffusion_nft.toml"
+
+    def run(out: Path, *extra: str) -> list[dict]:
+        sets = [f"run.output_dir={out}", f"model.options.path={tiny_sd3}", *NFT_SETS, *extra]
+        assert main(["run", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
+        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+    colocated = run(tmp_path / "colocated")
+    apart = run(tmp_path / "apart", "cluster.rollout_workers=1")
+    assert np.array_equal(_grid(tmp_path / "colocated", 1), _grid(tmp_path / "apart", 1))
+    assert len(colocated) == len(apart) == 2
+    for step, (a, b) in enumerate(zip(colocated, apart, strict=True), start=1):
+        assert a["reward/mean"] == b["reward/mean"] and a["reward/std"] == b["reward/std"], step
+        actor = [k for k in a if k.startswith("actor/")]
+        assert "actor/old_deviation" in actor and sorted(actor) == sorted(k for k in b if k.startswith("actor/"))
+        for key in actor:
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-9), (step, key)
+        assert b["rollout/version"] == step - 1 and b["rollout/staleness"] == 0
 
 
 def test_one_step_off_resume_resamples_the_in_flight_batch(tmp_path: Path, small_jpeg_run) -> None:

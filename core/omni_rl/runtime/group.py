@@ -29,6 +29,10 @@ from omni_rl.runtime.sharding import split_groups
 from omni_rl.schema import ResolvedConfig
 
 PLACEMENT_TIMEOUT_S = 120
+#: ``stream(request, parts) -> handle``: told each sampling worker's (positions in the request, Ray ref of its
+#: rollout output) the moment a training rollout is submitted, so that its images can be scored while other parts
+#: still sample ([run] stream_rewards); the handle travels with the rollout's output
+StreamParts = Callable[[RolloutRequest, list[tuple[list[int], Any]]], Any]
 #: after one worker's call fails, how long the driver waits for the others' calls to show which workers died: a
 #: killed process shows within a second, a lost node within Ray's node health check (about 15 s by default)
 FAILURE_GRACE_S = 30.0
@@ -159,12 +163,16 @@ class WorkerGroup:
             what = f"{what} {args[0]}"
         return self._gather([getattr(a, method).remote(*args) for a in self.actors], what)
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest, stream: StreamParts | None = None) -> dict[str, Any]:
         """Split by whole groups, sample on every worker at once, concatenate in the request's order.
 
         Under FSDP2 every worker runs the same number of samples: shorter shards (validation) are padded with
         copies of a sample, which the worker drops. ``window`` is the training rollout's SDE window (schedule
-        step indices, empty when none was recorded), which every worker must have drawn alike."""
+        step indices, empty when none was recorded), which every worker must have drawn alike.
+
+        ``stream``: called with the request and each sampling worker's (positions, Ray ref of its output) as
+        soon as they are submitted (the reward actors then score each shard as it is ready); what it returns is
+        ``out["streamed"]``."""
         import attrs
 
         shards = split_groups(request.group_ids, self.size)
@@ -186,6 +194,9 @@ class WorkerGroup:
             )
             refs[rank] = actor.rollout_shard.remote(sub, len(positions))
             used.append(positions)
+        streamed = (
+            None if stream is None else stream(request, [(p, refs[r]) for r, p in zip(refs, used, strict=True) if p])
+        )
         parts = self._gather(refs, f"sampling (step {request.step})" if request.step >= 0 else "sampling (validation)")
         order = np.concatenate([np.asarray(p) for p in used])
         if not np.array_equal(order, np.arange(len(request.prompts))):
@@ -194,12 +205,15 @@ class WorkerGroup:
         windows = {tuple(p.get("window", ())) for p in parts}
         if len(windows) > 1:
             raise AssertionError(f"workers sampled different SDE windows {sorted(windows)}: the draw must agree")
-        return {
+        out = {
             "images": np.concatenate([p["images"] for p in parts]),
             "prompts": [q for p in parts for q in p["prompts"]],
             "group_ids": np.concatenate([p["group_ids"] for p in parts]),
             "window": list(windows.pop()),
         }
+        if streamed is not None:
+            out["streamed"] = streamed
+        return out
 
     def update(
         self,

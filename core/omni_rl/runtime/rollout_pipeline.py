@@ -10,6 +10,10 @@ Checkpoints and resume: the in-flight batch is not saved. A checkpoint after ste
 sampled it (t-1) and the prompt sampler's position before its draw; a resumed run loads that version into the
 rollout workers, re-samples the same prompts with the same seeds (deterministically, so the same batch), then
 sends version t, exactly as the uninterrupted run did.
+
+Streaming rewards (``stream``, see :data:`omni_rl.runtime.group.StreamParts`): each source tells it a training
+batch's parts the moment they are submitted, so the reward actors score a worker's part as soon as it is sampled;
+at max_staleness = 1 that is while the previous step trains. The handle it returns is the output's ``streamed``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.group import WorkerGroup
+from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_group import Pending, RolloutGroup
 
 #: ``make(step) -> (records, request)``: draws a step's prompts and builds its request
@@ -29,15 +33,18 @@ MakeRequest = Callable[[int], tuple[list[Any], RolloutRequest]]
 class ColocatedRollouts:
     """The policy workers sample their own shards (no weights to move)."""
 
-    def __init__(self, policy: WorkerGroup) -> None:
+    def __init__(self, policy: WorkerGroup, stream: StreamParts | None = None) -> None:
         self.policy = policy
+        self.stream = stream
 
     def start(self, version: int, checkpoint: Path | None, make: MakeRequest, last_step: int) -> None:
         """Nothing to prepare."""
 
     def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, dict[str, Any]]:
         records, request = make(step)
-        return records, request, self.policy.rollout(request)
+        if self.stream is None:  # the plain call: stand-in groups in tests take only the request
+            return records, request, self.policy.rollout(request)
+        return records, request, self.policy.rollout(request, stream=self.stream)
 
     def after_update(self, step: int, make: MakeRequest, last_step: int) -> dict[str, float]:
         """No weights to send."""
@@ -54,12 +61,21 @@ class ColocatedRollouts:
 class DisaggregatedRollouts:
     """Rollout workers sample; the policy's weights reach them after every update (see the module docstring)."""
 
-    def __init__(self, policy: WorkerGroup, rollout: RolloutGroup, max_staleness: int, prompts: Any) -> None:
+    def __init__(
+        self,
+        policy: WorkerGroup,
+        rollout: RolloutGroup,
+        max_staleness: int,
+        prompts: Any,
+        stream: StreamParts | None = None,
+    ) -> None:
         self.policy = policy
         self.rollout = rollout
         self.max_staleness = max_staleness
         self.prompts = prompts
-        self.pending: tuple[int, list[Any], Pending, int] | None = None  # (step, records, pending, version)
+        self.stream = stream
+        #: the submitted batch: (step, records, pending, version, the stream's handle of its reward calls)
+        self.pending: tuple[int, list[Any], Pending, int, Any] | None = None
         self.loads: list[Any] = []
         self.held = 0  # the version the rollout workers will hold once their queued loads ran
         self.sync = {"bytes": 0.0, "export_s": 0.0, "load_s": 0.0}
@@ -99,17 +115,22 @@ class DisaggregatedRollouts:
     def _submit(self, step: int, make: MakeRequest) -> None:
         self._prompt_state = self.prompts.state_dict()
         records, request = make(step)
-        self.pending = (step, records, self.rollout.submit(request), self.held)
+        pending = self.rollout.submit(request)
+        parts = [(positions, out_ref) for _, positions, out_ref, _ in pending.parts]
+        streamed = None if self.stream is None else self.stream(request, parts)
+        self.pending = (step, records, pending, self.held, streamed)
 
     # -- steps -----------------------------------------------------------------------------------------------
     def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, dict[str, Any]]:
         if self.pending is None or self.pending[0] != step:
             self._submit(step, make)
         assert self.pending is not None
-        _, records, pending, _ = self.pending
+        _, records, pending, _, streamed = self.pending
         self.pending = None
         self._prompt_state = None
         out = self.rollout.collect(pending)
+        if streamed is not None:
+            out["streamed"] = streamed
         self._wait_loads()
         self.rollout.hand_over(pending, self.policy, int(out["version"]))
         if self.max_staleness and step + 1 <= self.last_step:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omni_rl.errors import ConfigError
+from omni_rl.package_paths import is_package_path, package_path
 from omni_rl_qwen_image.config import QwenImageConfig
 
 if TYPE_CHECKING:
@@ -31,7 +32,13 @@ _PATH_HINT = (
 
 
 def resolve_pipeline_path(config: QwenImageConfig) -> str:
-    """The local directory (checked) or hub id to load; builds the tiny pipeline first when asked to."""
+    """The local directory (checked) or hub id to load; builds the tiny pipeline first when asked to.
+
+    ``package:<module>:<relative path>`` names a pipeline shipped as package data by an installed plugin."""
+    if is_package_path(config.path):
+        directory = package_path(config.path, "Qwen-Image pipeline")
+        check_pipeline_dir(directory)
+        return str(directory)
     local = Path(config.path).expanduser()
     if not local.exists():
         if config.build_tiny_if_missing:
