@@ -64,7 +64,9 @@ def test_full_fine_tuning_reference_is_a_frozen_copy_kept_by_setup(tiny_sd3_path
         reference = _velocity(model, x)
     assert model.transformer is trained
     assert not torch.allclose(moved, before)
-    torch.testing.assert_close(reference, before, rtol=0, atol=0)
+    # the same weights in another tensor allocation: CPU kernels may take another vectorised path (alignment), so
+    # equal to float rounding, where the moved policy is ~1e-2 away
+    torch.testing.assert_close(reference, before, rtol=0, atol=1e-6)
     assert not any(p.requires_grad for p in model.reference_transformer.parameters())
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import PROMPTS, build_model, euler_sample, load_pipe, pipe_sample
+from flux_helpers import PROMPTS, build_model, euler_sample, load_pipe, pipe_sample
 from omni_rl_flux.config import DEFAULT_LORA_TARGETS
 from omni_rl_flux.latents import pack
 

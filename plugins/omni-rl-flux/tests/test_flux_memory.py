@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import PROMPTS, SIZE, build_model
+from flux_helpers import PROMPTS, SIZE, build_model
 
 
 def _loss_and_grads(model) -> tuple[float, list[torch.Tensor]]:

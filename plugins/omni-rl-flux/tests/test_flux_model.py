@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import NEGATIVE, PROMPTS, SIZE, build_model, euler_sample, load_pipe, pipe_sample
+from flux_helpers import NEGATIVE, PROMPTS, SIZE, build_model, euler_sample, load_pipe, pipe_sample
 from omni_rl_flux.latents import image_ids, pack, unpack
 
 from omni_rl.errors import ConfigError

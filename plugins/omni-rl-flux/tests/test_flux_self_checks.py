@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import build_model, load_pipe, pipe_sample
+from flux_helpers import build_model, load_pipe, pipe_sample
 from omni_rl_flux.latents import pack
 
 from omni_rl import build

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import PROMPTS, build_model, euler_sample, pipe_sample
 from omni_rl_qwen_image.config import DEFAULT_LORA_TARGETS
 from omni_rl_qwen_image.latents import pack
+from qwen_image_helpers import PROMPTS, build_model, euler_sample, pipe_sample
 
 from omni_rl.errors import ConfigError, RuntimeFailure
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import PROMPTS, SIZE, build_model
+from qwen_image_helpers import PROMPTS, SIZE, build_model
 
 
 def _loss_and_grads(model, guidance: float = 4.0) -> tuple[torch.Tensor, list[torch.Tensor]]:

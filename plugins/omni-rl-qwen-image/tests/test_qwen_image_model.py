@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import PROMPTS, SIZE, euler_sample, pipe_sample
 from omni_rl_qwen_image.latents import pack, unpack
+from qwen_image_helpers import PROMPTS, SIZE, euler_sample, pipe_sample
 
 from omni_rl.batch import Conditioning
 from omni_rl.errors import ConfigError, RuntimeFailure

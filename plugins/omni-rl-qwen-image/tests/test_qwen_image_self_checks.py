@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import pipe_sample
 from omni_rl_qwen_image.latents import pack
+from qwen_image_helpers import pipe_sample
 
 from omni_rl import build
 from omni_rl.protocols import RolloutRequest
