@@ -29,6 +29,9 @@ SMALL = (
 def ray_cluster():
     import ray
 
+    if ray.is_initialized():  # the whole-repo test session already runs one: reuse it
+        yield
+        return
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
