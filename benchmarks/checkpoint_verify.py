@@ -26,24 +26,11 @@ from safetensors.torch import load_file, save_file
 from omni_rl.manifest import CheckpointReader, hash_file, write_manifest
 
 
-def mid_transformer_state() -> dict[str, torch.Tensor]:
-    """The mid-size transformer's parameters (random init), as benchmarks/overhead.py builds it."""
-    from diffusers import SD3Transformer2DModel
+def mid_transformer_state(cache: Path) -> dict[str, torch.Tensor]:
+    """The mid-size transformer's parameters (random init), from the pipeline benchmarks/overhead.py builds."""
+    from overhead import build_pipeline
 
-    torch.manual_seed(0)
-    model = SD3Transformer2DModel(
-        sample_size=32,
-        patch_size=2,
-        in_channels=16,
-        num_layers=8,
-        attention_head_dim=32,
-        num_attention_heads=8,
-        joint_attention_dim=256,
-        caption_projection_dim=256,
-        pooled_projection_dim=80,
-        out_channels=16,
-    )
-    return {name: p.detach().contiguous() for name, p in model.state_dict().items()}
+    return load_file(str(build_pipeline("mid", cache) / "transformer" / "diffusion_pytorch_model.safetensors"))
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:
@@ -98,7 +85,8 @@ def main() -> None:
         "manifest (hash + fsync) |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    print(measure("mid transformer, full weights", mid_transformer_state(), args.repeats))
+    with tempfile.TemporaryDirectory() as cache:
+        print(measure("mid transformer, full weights", mid_transformer_state(Path(cache)), args.repeats))
     print(measure("1 GiB tensor file", {"x": torch.randn(2**28)}, args.repeats))
 
 

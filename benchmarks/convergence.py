@@ -9,7 +9,6 @@ each config on several seeds (``run.seed`` also draws the val seeds): one seed's
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -35,27 +34,27 @@ CONFIGS = {
 
 
 def summarize(metrics_path: Path) -> dict[str, object]:
-    rows = sorted((json.loads(line) for line in metrics_path.read_text().splitlines()), key=lambda r: r["step"])
-    elapsed, clock = 0.0, {}
-    for row in rows:
-        elapsed += row.get("perf/step_s") or 0.0
-        clock[row["step"]] = elapsed
-    val = [(row["step"], row["val/reward/mean"]) for row in rows if row.get("val/reward/mean") is not None]
+    """The table's numbers, read as the end-of-run summary and ``omni-rl compare`` read them."""
+    from omni_rl.metrics_file import read_metrics, series, training_clock
+    from omni_rl.run_summary import score_summary
+
+    rows = read_metrics(metrics_path)
+    clock = training_clock(rows)
+    val = list(zip(*series(rows, "val/reward/mean"), strict=True))
     if not val:
         raise SystemExit(f"{metrics_path}: no val/reward/mean rows (set eval_every and eval_before_training)")
-    base, final = val[0][1], val[-1][1]
-    best_step, best = max(val[1:] or val, key=lambda sv: sv[1])
+    total = score_summary(rows, "val/reward/mean")
     out: dict[str, object] = {
-        "base": base,
-        "final": final,
-        "best": best,
-        "best_step": best_step,
+        "base": total.base,
+        "final": total.final,
+        "best": total.best,
+        "best_step": total.best_step,
         "steps": rows[-1]["step"],
-        "train_s": elapsed,
+        "train_s": clock[rows[-1]["step"]],
         "wall_s": None,
     }
     for gain in (0.1, 0.2):
-        hit = next((step for step, value in val if value >= base + gain), None)
+        hit = next((step for step, value in val if value >= total.base + gain), None)
         out[f"step_{gain}"] = hit
         out[f"s_{gain}"] = clock.get(hit) if hit is not None else None
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import attrs
 import pytest
 
 from omni_rl.errors import RuntimeFailure
@@ -59,6 +60,15 @@ def test_reward_actors_count_in_the_totals(fake_cluster) -> None:
     with pytest.raises(RuntimeFailure, match=re.escape(expected)):
         cluster_mod._check_resources(config, rewards)
     cluster_mod._check_resources(config, rewards[:1])  # 2 GPUs: exactly enough
+
+
+def test_rollout_workers_count_in_the_totals_with_their_own_bundle(fake_cluster) -> None:
+    fake_cluster({"CPU": 8, "GPU": 2})
+    config = ClusterConfig(workers=1, gpus_per_worker=1, rollout_workers=2, rollout_gpus_per_worker=0.75)
+    expected = "GPU: need 2.5 (1 worker(s) x 1 + 2 rollout worker(s) x 0.75), cluster has 2"
+    with pytest.raises(RuntimeFailure, match=re.escape(expected)):
+        cluster_mod._check_resources(config)
+    cluster_mod._check_resources(attrs.evolve(config, rollout_gpus_per_worker=0.5))  # 2 GPUs: exactly enough
 
 
 def test_a_custom_resource_no_node_has_is_named(fake_cluster) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from core_toys import TOY_CONFIG
@@ -15,10 +16,10 @@ from core_toys import TOY_CONFIG
 from omni_rl.config import load_config, resolved_toml
 from omni_rl.config.toml import parse_toml_text
 from omni_rl.context import BuildContext
-from omni_rl.errors import ConfigError
+from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.protocols import RolloutRequest
 from omni_rl.registry import Registry
-from omni_rl.rewards import actor_context
+from omni_rl.rewards import CombinedReward, actor_context
 from omni_rl.trainer import Trainer
 
 WriteConfig = Callable[..., Path]
@@ -111,3 +112,27 @@ def test_a_reward_actor_given_gpus_builds_on_cuda() -> None:
     gpu = actor_context(ctx, {"GPU": 0.5})
     assert (gpu.device, gpu.seed) == ("cuda", 3)
     assert actor_context(None, {"GPU": 1}).device == "cuda"
+
+
+def test_a_component_is_built_knowing_its_section(
+    write_config: WriteConfig, toy_registry: Registry, tmp_path: Path
+) -> None:
+    """Each resolved section carries its config path, and its factory finds it in ``ctx.section`` (so a reward's
+    errors can name ``$.eval_reward[0].options.x``); a failing eval reward's hint names its section and metric."""
+    config = load_config(write_config(_config_text(tmp_path, EVAL)), registry=toy_registry)
+    assert [r.path for r in config.rewards] == ["$.reward[0]"]
+    assert [r.path for r in config.eval_rewards] == ["$.eval_reward[0]"]
+    assert config.components["loss"].path == "$.loss"
+
+    def raising(images: Any, prompts: Any, metadata: Any) -> Any:
+        raise OSError("judge unreachable")
+
+    seen: list[Any] = []
+    spec = attrs.evolve(config.eval_rewards[0].spec, factory=lambda options, ctx: seen.append(ctx) or raising)
+    section = attrs.evolve(config.eval_rewards[0], spec=spec)
+    rewards = CombinedReward([section], BuildContext(seed=3))
+    assert [(ctx.section, ctx.seed) for ctx in seen] == [("$.eval_reward[0]", 3)]
+    with pytest.raises(RuntimeFailure) as caught:
+        rewards(np.zeros((1, 2, 2, 3), dtype=np.uint8), ["a"], [{}])
+    assert 'on_error = "zero" in $.eval_reward[0]' in caught.value.hint
+    assert "val/toy_brightness/failures" in caught.value.hint

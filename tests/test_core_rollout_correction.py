@@ -15,7 +15,7 @@ DELTA = torch.tensor([[math.log(1.9), 0.0], [-math.log(4.0), math.log(1.5)]])
 OLD = ROLLOUT + DELTA
 
 
-def _weights(**overrides):
+def _weights(rollout=ROLLOUT, old=OLD, **overrides):
     options = dict(
         mode="decoupled",
         is_level="step",
@@ -25,7 +25,7 @@ def _weights(**overrides):
         band=(0.5, 2.0),
     )
     options.update(overrides)
-    return correction_weights(ROLLOUT, OLD, **options)
+    return correction_weights(rollout, old, **options)
 
 
 def test_step_level_is_weights_are_truncated_exp_delta() -> None:
@@ -81,16 +81,7 @@ def test_equal_log_probs_give_weight_one_and_reject_nothing() -> None:
     lp = torch.randn(5, 3)
     for level in ("step", "sample"):
         for rule in ("step_k1", "sample_mean_k1", "sample_max_k1"):
-            result = correction_weights(
-                lp,
-                lp.clone(),
-                mode="decoupled",
-                is_level=level,
-                is_threshold=2.0,
-                normalize=True,
-                rejection=rule,
-                band=(0.5, 2.0),
-            )
+            result = _weights(lp, lp.clone(), is_level=level, is_threshold=2.0, normalize=True, rejection=rule)
             assert torch.equal(result.weights, torch.ones(5, 3))
             assert not result.rejected.any()
     diag = merge_diagnostics([diagnostic_sums(lp, lp.clone(), result)])
@@ -129,16 +120,7 @@ def test_merging_two_workers_equals_the_whole_batch() -> None:
     whole = merge_diagnostics([diagnostic_sums(ROLLOUT, OLD, result)])
     parts = []
     for rows in ([0], [1]):
-        sub = correction_weights(
-            ROLLOUT[rows],
-            OLD[rows],
-            mode="decoupled",
-            is_level="step",
-            is_threshold=1.8,
-            normalize=False,
-            rejection="sample_max_k1",
-            band=(0.5, 2.0),
-        )
+        sub = _weights(ROLLOUT[rows], OLD[rows], rejection="sample_max_k1")
         parts.append(diagnostic_sums(ROLLOUT[rows], OLD[rows], sub))
     merged = merge_diagnostics(parts)
     assert merged.keys() == whole.keys()

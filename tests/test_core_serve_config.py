@@ -24,6 +24,7 @@ def test_a_served_reward_is_built_to_order(write_config: WriteConfig, toy_regist
     (reward,) = config.rewards
     assert (reward.route, reward.section.replicas, reward.section.max_batch_size) == ("bright", 2, 16)
     assert reward.component.resources == {"GPU": 1.0} and reward.component.name == "toy_brightness"
+    assert reward.component.path == "$.reward[0]"  # its factory names its options by this path in errors
     assert config.url(reward) == "http://127.0.0.1:8100/bright"  # a wildcard listen address is shown as local
 
 

@@ -140,6 +140,23 @@ class RewardResult:
         return cls(scores=np.asarray(value, dtype=np.float64))
 
 
+def check_reward_images(images: Any, prompts: Sequence[str]) -> np.ndarray:
+    """What a reward receives (:class:`omni_rl.protocols.RewardModel`): ``images`` as a uint8 (N, H, W, 3) numpy
+    array (a CPU tensor of that layout converts) with N == len(prompts), or ValueError.
+
+    Another dtype or layout is a bug in the component that produced the images (rewards score decoded uint8 RGB,
+    never latents or [0, 1] floats), so this raises rather than guessing a range to rescale from.
+    """
+    array = np.asarray(images)
+    if array.ndim != 4 or array.shape[-1] != 3:
+        raise ValueError(f"images must have shape (N, H, W, 3) (RGB, channels last), got {array.shape}")
+    if array.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 in [0, 255], got dtype {array.dtype}")
+    if len(prompts) != len(array):
+        raise ValueError(f"got {len(array)} images but {len(prompts)} prompts; they must pair up")
+    return array
+
+
 @attrs.define
 class TrajectoryLossInputs:
     """What a trajectory (per-step log-prob) loss receives for one micro-batch at one window step.

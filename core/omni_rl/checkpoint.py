@@ -134,10 +134,14 @@ def _delete(path: Path) -> None:
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
     """Complete checkpoint directories, oldest first (staging directories are never listed)."""
-    root = checkpoints_dir(run_dir)
-    if not root.is_dir():
+    return step_dirs(checkpoints_dir(run_dir))
+
+
+def step_dirs(folder: Path) -> list[Path]:
+    """The ``step_<N>`` directories in ``folder`` (``checkpoints/`` or its ``abandoned/``), oldest first."""
+    if not folder.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name))]
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := STEP_DIR.match(p.name))]
     return [p for _, p in sorted(found)]
 
 
@@ -159,6 +163,18 @@ def model_files(reader: CheckpointReader) -> list[str]:
         return []
     own = ("worker_", f"{DRIVER_DIR}/", "trainer_state.json")
     return [rel for rel in reader.files if not rel.startswith(own)]
+
+
+def verify_model_files(directory: Path) -> CheckpointReader:
+    """A reader of the checkpoint after checking every listed file's size and the hashes of the model's files
+    (:func:`model_files`, which no worker reads: the driver checks them on resume, ``omni-rl export`` before
+    loading them). Raises CheckpointDamaged naming the first file that fails; the reader's ``verified`` is False
+    for a checkpoint of an older version (no manifest)."""
+    reader = CheckpointReader(directory)
+    reader.check_sizes()
+    for rel in model_files(reader):
+        reader.check(rel)
+    return reader
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -221,11 +237,7 @@ def apply_trainable(module: Any, tensors: dict[str, Any], source: Path | str) ->
     _apply_named(targets, tensors, source, "trainable parameters")
 
 
-def load_trainable(module: Any, path: Path) -> None:
-    apply_trainable(module, _load_file(path), path)
-
-
-def _frozen_lora(module: Any) -> dict[str, Any]:
+def frozen_lora(module: Any) -> dict[str, Any]:
     """Every parameter or buffer of a LoRA layer (peft's ``lora_`` names) that the optimizer does not train."""
     found = {n: p for n, p in module.named_parameters() if "lora_" in n and not p.requires_grad}
     found.update((n, b) for n, b in module.named_buffers() if "lora_" in n)
@@ -234,7 +246,7 @@ def _frozen_lora(module: Any) -> dict[str, Any]:
 
 def save_frozen_adapters(module: Any, path: Path | None) -> None:
     """The extra (non-trainable) LoRA adapters' weights by name; an empty file when there are none."""
-    _save_tensors(_frozen_lora(module), path)
+    _save_tensors(frozen_lora(module), path)
 
 
 def load_frozen_adapters(module: Any, path: Path) -> bool:
@@ -247,7 +259,7 @@ def load_frozen_adapters(module: Any, path: Path) -> bool:
 
 
 def apply_frozen_adapters(module: Any, tensors: dict[str, Any], source: Path | str) -> None:
-    _apply_named(_frozen_lora(module), tensors, source, "extra LoRA adapters")
+    _apply_named(frozen_lora(module), tensors, source, "extra LoRA adapters")
 
 
 def save_optimizer(optimizer: Any, directory: Path | None) -> None:
@@ -267,11 +279,6 @@ def save_optimizer(optimizer: Any, directory: Path | None) -> None:
     _save_tensors(tensors, None if directory is None else directory / "optimizer.safetensors")
     if directory is not None:
         write_json(directory / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars})
-
-
-def load_optimizer(optimizer: Any, directory: Path) -> None:
-    """Restore what :func:`save_optimizer` wrote."""
-    apply_optimizer(optimizer, _load_file(directory / "optimizer.safetensors"), read_json(directory / "optimizer.json"))
 
 
 def apply_optimizer(optimizer: Any, tensors: dict[str, Any], meta: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from omni_rl.plots import save_figure
 from omni_rl.run_summary import RunSummary
 from omni_rl.smoothing import DEFAULT_EMA, ema
 
@@ -82,9 +83,4 @@ def plot_comparison(summaries: list[RunSummary], out_path: Path, factor: float =
         ax.set_ylabel("reward")
         ax.grid(alpha=0.3)
     axes[0].legend(loc="best", fontsize=7)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(out_path)
-    return out_path
+    return save_figure(fig, out_path)

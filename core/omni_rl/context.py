@@ -24,3 +24,6 @@ class BuildContext:
     #: Worker rank and world size inside a distributed worker group (0 / 1 elsewhere).
     rank: int = 0
     world_size: int = 1
+    #: the config path of the section being built, e.g. "$.reward[1]" or "$.eval_reward[0]" ("" outside a config
+    #: file): a factory names ``{section}.options.<option>`` in the errors it raises after pass 2
+    section: str = ""

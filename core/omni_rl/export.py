@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from omni_rl.checkpoint import model_files
+from omni_rl.checkpoint import verify_model_files
 from omni_rl.context import BuildContext
 from omni_rl.errors import CheckpointDamaged, ConfigError, RuntimeFailure
 from omni_rl.manifest import CheckpointReader
@@ -103,17 +103,6 @@ def export_run(
     return ExportResult(
         directory=out, step=step, checkpoint=checkpoint, merged=merged, model=component.name, verified=reader.verified
     )
-
-
-def verify_model_files(checkpoint: Path) -> CheckpointReader:
-    """Check every file's size and the model's files' hashes against the checkpoint's manifest; a damaged file
-    raises CheckpointDamaged naming it. ``verified`` of the reader returned is False for a checkpoint of an older
-    version (no manifest)."""
-    reader = CheckpointReader(checkpoint)
-    reader.check_sizes()
-    for rel in model_files(reader):
-        reader.check(rel)
-    return reader
 
 
 def _load_lora(model: Any, reader: CheckpointReader) -> None:

@@ -204,16 +204,6 @@ class CheckpointReader:
         except ValueError as exc:
             raise self.damaged(rel, f"is not a valid safetensors file ({exc})") from exc
 
-    def total_size(self) -> int:
-        if self.files is not None:
-            return sum(entry["size"] for entry in self.files.values())
-        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
-
-    def count(self) -> int:
-        if self.files is not None:
-            return len(self.files) + 1
-        return sum(1 for p in self.directory.rglob("*") if p.is_file())
-
 
 def _table_digest(files: dict[str, dict[str, Any]]) -> str:
     """The manifest's own checksum: SHA-256 of its file table in canonical JSON."""

@@ -9,24 +9,14 @@ each panel reads the training wall-clock (summed step times) at that step.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from omni_rl.metrics_file import read_metrics, series, training_clock
 from omni_rl.smoothing import DEFAULT_EMA, ema
 
 _NOT_SCORES = ("mean", "std")
-
-
-def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-    steps, values = [], []
-    for row in rows:
-        value = row.get(key)
-        if isinstance(value, int | float) and math.isfinite(value):
-            steps.append(row["step"])
-            values.append(float(value))
-    return steps, values
 
 
 def _score_names(rows: list[dict]) -> list[str]:
@@ -63,11 +53,11 @@ def _wall_clock_axis(ax: Any, clock_steps: list[int], clock_s: list[float]) -> N
 
 
 def _draw(ax: Any, rows: list[dict], train_key: str, val_key: str, factor: float, title: str | None) -> None:
-    steps, values = _series(rows, train_key)
+    steps, values = series(rows, train_key)
     if values:
         ax.plot(steps, values, "-", color="tab:blue", alpha=0.25, linewidth=0.8, label="train (raw)")
         ax.plot(steps, ema(values, factor), "-", color="tab:blue", label=f"train (EMA {factor})")
-    steps, values = _series(rows, val_key)
+    steps, values = series(rows, val_key)
     if values:
         ax.plot(steps, values, "o-", color="tab:orange", markersize=3, label="val (ODE, fixed seeds)")
     if title:
@@ -82,21 +72,11 @@ def plot_reward_curve(metrics_path: Path, out_path: Path, factor: float = DEFAUL
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = []
-    for line in metrics_path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a torn last line of a killed run
-            continue
-    rows = sorted((r for r in rows if isinstance(r.get("step"), int)), key=lambda r: r["step"])
+    rows = read_metrics(metrics_path)
     if not rows:
         return None
-    clock_steps, clock_s, elapsed = [0], [0.0], 0.0
-    for row in rows:
-        elapsed += row.get("perf/step_s") or 0.0
-        if row["step"] > clock_steps[-1]:
-            clock_steps.append(row["step"])
-            clock_s.append(elapsed)
+    clock = training_clock(rows)
+    clock_steps, clock_s = list(clock), list(clock.values())
     names = _score_names(rows)
     cols = min(4, max(1, len(names)))
     panel_rows = math.ceil(len(names) / cols)
@@ -117,6 +97,13 @@ def plot_reward_curve(metrics_path: Path, out_path: Path, factor: float = DEFAUL
             _draw(ax, rows, f"reward/{name}", f"val/reward/{name}", factor, name)
         ax.tick_params(labelsize=7)
         _wall_clock_axis(ax, clock_steps, clock_s)
+    return save_figure(fig, out_path)
+
+
+def save_figure(fig: Any, out_path: Path) -> Path:
+    """Write ``fig`` as PNG atomically (a reader never sees half a file) and close it."""
+    import matplotlib.pyplot as plt
+
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp.png")
     fig.savefig(tmp, dpi=100)

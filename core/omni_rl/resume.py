@@ -47,8 +47,7 @@ class Resumed:
 def read_driver_files(directory: Path) -> tuple[CheckpointReader, dict[str, Any], tuple[Any, Any] | None]:
     """The driver's share of loading a checkpoint: every listed file's size, the driver's own files and the
     model's top-level files, each verified. Raises CheckpointDamaged naming the first file that fails."""
-    reader = CheckpointReader(directory)
-    reader.check_sizes()
+    reader = checkpoint.verify_model_files(directory)
     state = reader.read_json("trainer_state.json")
     rng = None
     if reader.has(f"{checkpoint.DRIVER_DIR}/rng.json"):
@@ -56,8 +55,6 @@ def read_driver_files(directory: Path) -> tuple[CheckpointReader, dict[str, Any]
             reader.load_tensors(f"{checkpoint.DRIVER_DIR}/rng.safetensors"),
             reader.read_json(f"{checkpoint.DRIVER_DIR}/rng.json"),
         )
-    for rel in checkpoint.model_files(reader):
-        reader.check(rel)
     return reader, state, rng
 
 

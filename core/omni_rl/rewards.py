@@ -17,6 +17,7 @@ A failed part counts as one failure, as a failed whole batch does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, NoReturn
 
 import attrs
@@ -117,9 +118,8 @@ class CombinedReward:
     def _start_actor(self, k: int) -> Any:
         import ray
 
-        resources = actor_resources(self.sections[k].resources)
-        options = {"num_cpus": resources.pop("CPU"), "num_gpus": resources.pop("GPU")}
-        return ray.remote(**options, resources=resources or None)(RewardActor).remote(self.sections[k], self.ctx)
+        options = ray_actor_options(self.sections[k].resources)
+        return ray.remote(**options)(RewardActor).remote(self.sections[k], self.ctx)
 
     def _unplaced(self, k: int) -> NoReturn:
         import ray
@@ -128,7 +128,7 @@ class CombinedReward:
         raise RuntimeFailure(
             f"reward {self.names[k]!r} could not get its resources {dict(self.sections[k].resources)} within "
             f"{REWARD_ACTOR_TIMEOUT_S} s (cluster has {ray.cluster_resources()}, free {ray.available_resources()})",
-            hint="lower its [[reward]] resources or add nodes / GPUs to the cluster",
+            hint=f"lower the resources of {_section(self.sections[k])} or add nodes / GPUs to the cluster",
         )
 
     def _remote(self, k: int) -> Any:
@@ -188,12 +188,11 @@ class CombinedReward:
             }
         for k, (name, section) in enumerate(zip(self.names, self.sections, strict=True)):
             if k in pending:
-                parts = [(positions, self._part(k, len(positions), ref, _ray_get)) for positions, ref in pending[k]]
-            else:
-                model = self.models[k]
                 parts = [
-                    (list(range(n)), self._part(k, n, None, lambda _, model=model: model(images, prompts, metadata)))
+                    (positions, self._part(k, len(positions), partial(_ray_get, ref))) for positions, ref in pending[k]
                 ]
+            else:
+                parts = [(list(range(n)), self._part(k, n, partial(self.models[k], images, prompts, metadata)))]
             score, result_details, failed = _join(name, parts, n)
             if not np.all(np.isfinite(score)):
                 nonfinite[name] = int(np.sum(~np.isfinite(score)))
@@ -207,21 +206,21 @@ class CombinedReward:
             total=total, scores=scores, details=details, failures=failures, weights=weights, nonfinite=nonfinite
         )
 
-    def _part(self, k: int, size: int, ref: Any, get: Callable[[Any], Any]) -> tuple[RewardResult, np.ndarray, int]:
-        """Reward ``k``'s result for one call of ``size`` samples (``get(ref)``: the whole batch, or one streamed
+    def _part(self, k: int, size: int, call: Callable[[], Any]) -> tuple[RewardResult, np.ndarray, int]:
+        """Reward ``k``'s result for one call of ``size`` samples (``call()``: the whole batch, or one streamed
         part): (result, scores, 1 if the call failed and ``on_error = "zero"`` scored it 0). Any other failure,
         and a wrong number of scores, stop the run."""
         name, section = self.names[k], self.sections[k]
         try:
-            result = RewardResult.coerce(get(ref))
+            result = RewardResult.coerce(call())
             score = np.asarray(result.scores, dtype=np.float64).reshape(-1)
         except Exception as exc:
             if section.on_error != "zero":
                 where = f"reward actor {name!r}" if section.resources else f"reward {name!r}"
                 raise RuntimeFailure(
                     f"{where} failed: {describe_remote(exc)}",
-                    hint=f'fix the reward, or set on_error = "zero" in its [[reward]] section to score '
-                    f"failed batches 0 (counted in reward/{name}/failures)",
+                    hint=f'fix the reward, or set on_error = "zero" in {_section(section)} to score failed batches 0 '
+                    f"(counted in {_metric_prefix(section)}/{name}/failures)",
                 ) from exc
             return RewardResult(np.zeros(size)), np.zeros(size), 1
         if score.shape != (size,):  # a bug in the reward, not a failed batch: on_error does not cover it
@@ -293,6 +292,15 @@ def actor_resources(resources: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
+def ray_actor_options(resources: Mapping[str, float]) -> dict[str, Any]:
+    """``ray.remote`` / Ray Serve ``ray_actor_options`` of a reward actor with these ``resources``."""
+    rest = actor_resources(resources)
+    options: dict[str, Any] = {"num_cpus": rest.pop("CPU"), "num_gpus": rest.pop("GPU")}
+    if rest:  # custom Ray resources
+        options["resources"] = rest
+    return options
+
+
 def actor_context(ctx: Any, resources: Mapping[str, float]) -> Any:
     """The build context inside a reward actor: an actor given GPUs builds its model on ``cuda`` (Ray shows the
     actor only its own GPUs, so ``cuda`` is the first of those), not on the driver's CPU device."""
@@ -301,6 +309,16 @@ def actor_context(ctx: Any, resources: Mapping[str, float]) -> Any:
     from omni_rl.context import BuildContext
 
     return attrs.evolve(ctx, device="cuda") if isinstance(ctx, BuildContext) else BuildContext(device="cuda")
+
+
+def _section(section: Any) -> str:
+    """Where a reward's section is in the config (``$.eval_reward[0]``), for errors; its table when not known."""
+    return getattr(section, "path", "") or "its [[reward]] section"
+
+
+def _metric_prefix(section: Any) -> str:
+    """``val`` for an ``[[eval_reward]]`` (scored at validation only), else ``reward``."""
+    return "val" if getattr(section, "path", "").startswith("$.eval_reward") else "reward"
 
 
 def _finite_mean(values: np.ndarray) -> float:

@@ -8,7 +8,6 @@ trainer's memory, so the end-of-run console table and ``omni-rl compare`` print 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
@@ -21,6 +20,7 @@ from rich import box
 from rich.table import Table
 
 from omni_rl.errors import ConfigError
+from omni_rl.metrics_file import is_finite_number, read_metrics, series, training_clock
 
 #: digits of every reward shown (grid captions, the console summary, ``omni-rl compare``): one format everywhere
 REWARD_FORMAT = "{:.3f}"
@@ -75,27 +75,13 @@ def is_run_dir(path: Path) -> bool:
     return (path / "metrics.jsonl").is_file() and (path / "config.resolved.toml").is_file()
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """``metrics.jsonl`` rows in step order; a torn last line (a run killed mid-write) is skipped."""
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return sorted((r for r in rows if isinstance(r.get("step"), int)), key=lambda r: r["step"])
-
-
 def read_config(run_dir: Path) -> dict[str, Any]:
     return tomllib.loads((run_dir / "config.resolved.toml").read_text(encoding="utf-8"))
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _score(rows: list[dict[str, Any]], key: str) -> ScoreSummary:
-    points = [(r["step"], float(r[key])) for r in rows if _finite(r.get(key))]
+def score_summary(rows: list[dict[str, Any]], key: str) -> ScoreSummary:
+    """Base (first evaluation), best after it (and its step), and final value of ``key``."""
+    points = [(r["step"], float(r[key])) for r in rows if is_finite_number(r.get(key))]
     if not points:
         return ScoreSummary(base=None, best=None, best_step=None, final=None)
     best_step, best = max(points[1:] or points, key=lambda p: p[1])
@@ -110,8 +96,8 @@ def _newest(paths: list[Path]) -> Path | None:
     return max(paths, key=step) if paths else None
 
 
-def summarize_run(run_dir: Path, label: str | None = None) -> RunSummary:
-    """The summary of ``run_dir``; a directory that is not a run is a ConfigError (exit 2) that says so."""
+def summarize_run(run_dir: Path) -> RunSummary:
+    """The summary of ``run_dir``, labelled by its name; a directory that is not a run is a ConfigError (exit 2)."""
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
         raise ConfigError(
@@ -119,35 +105,25 @@ def summarize_run(run_dir: Path, label: str | None = None) -> RunSummary:
             hint="pass the [run] output_dir of a training run, e.g. runs/quickstart",
         )
     rows = read_metrics(run_dir / "metrics.jsonl")
-    clock: dict[int, float] = {0: 0.0}
-    elapsed = 0.0
-    for row in rows:
-        elapsed += row.get("perf/step_s") or 0.0
-        clock[row["step"]] = elapsed
-    sub_keys = sorted(
-        {
-            k
-            for r in rows
-            for k in r
-            if k.startswith(_VAL_PREFIX) and k not in (f"{_VAL_PREFIX}mean", f"{_VAL_PREFIX}std")
-        }
-    )
-    throughput = [float(r["perf/images_per_s"]) for r in rows if _finite(r.get("perf/images_per_s"))]
+    clock = training_clock(rows)
+    not_scores = (f"{_VAL_PREFIX}mean", f"{_VAL_PREFIX}std")
+    sub_keys = sorted({k for r in rows for k in r if k.startswith(_VAL_PREFIX) and k not in not_scores})
+    throughput = [float(r["perf/images_per_s"]) for r in rows if is_finite_number(r.get("perf/images_per_s"))]
     checkpoints = [p for p in (run_dir / "checkpoints").glob("step_*") if p.is_dir() and _STEP_DIR.match(p.name)]
     curve = run_dir / "reward_curve.png"
     return RunSummary(
         run_dir=run_dir,
-        label=label or run_dir.name,
+        label=run_dir.name,
         steps=max((r["step"] for r in rows), default=0),
-        total=_score(rows, f"{_VAL_PREFIX}mean"),
-        sub_scores={k.removeprefix(_VAL_PREFIX): _score(rows, k) for k in sub_keys},
-        train_s=elapsed,
+        total=score_summary(rows, f"{_VAL_PREFIX}mean"),
+        sub_scores={k.removeprefix(_VAL_PREFIX): score_summary(rows, k) for k in sub_keys},
+        train_s=clock[max(clock)],
         images_per_s=sum(throughput) / len(throughput) if throughput else None,
         curve=curve if curve.is_file() else None,
         last_grid=_newest(list(run_dir.glob("val_step_*.png")) or list(run_dir.glob("samples_step_*.png"))),
         last_checkpoint=_newest(checkpoints),
-        train_curve=[(r["step"], float(r["reward/mean"])) for r in rows if _finite(r.get("reward/mean"))],
-        val_curve=[(r["step"], float(r[f"{_VAL_PREFIX}mean"])) for r in rows if _finite(r.get(f"{_VAL_PREFIX}mean"))],
+        train_curve=list(zip(*series(rows, "reward/mean"), strict=True)),
+        val_curve=list(zip(*series(rows, f"{_VAL_PREFIX}mean"), strict=True)),
         clock=clock,
     )
 

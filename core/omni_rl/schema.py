@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
+from omni_rl.context import BuildContext
+
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if value <= 0:
@@ -261,8 +263,14 @@ class ResolvedComponent:
     weight: float = 1.0
     on_error: str = "raise"
     resources: dict[str, float] = attrs.field(factory=dict)
+    #: where the section is in its config file, e.g. "$.reward[1]" ("" when not read from a file)
+    path: str = ""
 
     def build(self, ctx: Any) -> Any:
+        """The component; a factory finds the section's ``path`` in ``ctx.section`` (to name ``$.reward[1].options.x``
+        in its errors)."""
+        if self.path and isinstance(ctx, BuildContext):
+            ctx = attrs.evolve(ctx, section=self.path)
         return self.spec.factory(self.options, ctx)
 
 

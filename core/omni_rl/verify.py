@@ -7,7 +7,7 @@ from typing import Literal
 
 import attrs
 
-from omni_rl.checkpoint import ABANDONED, DAMAGED, STEP_DIR, checkpoints_dir, list_checkpoints
+from omni_rl.checkpoint import ABANDONED, DAMAGED, STEP_DIR, checkpoints_dir, list_checkpoints, step_dirs
 from omni_rl.errors import CheckpointDamaged, ConfigError
 from omni_rl.manifest import CheckpointReader
 
@@ -33,15 +33,14 @@ def verify_checkpoint(directory: Path, branch: str = "") -> CheckpointStatus:
     """Read and check every file of one checkpoint (a full read: this is the command that looks at all of it)."""
     match = STEP_DIR.match(directory.name)
     step = int(match.group(1)) if match else -1
-    files = sum(1 for p in directory.rglob("*") if p.is_file())
-    size = sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+    on_disk = [p for p in directory.rglob("*") if p.is_file()]
+    files, size = len(on_disk), sum(p.stat().st_size for p in on_disk)
     try:
         reader = CheckpointReader(directory)
         reader.check_all()
         if not reader.verified:
-            for path in directory.rglob("*"):  # still read: an unreadable file is damage even without manifest
-                if path.is_file():
-                    path.read_bytes()
+            for path in on_disk:  # still read: an unreadable file is damage even without manifest
+                path.read_bytes()
     except CheckpointDamaged as exc:
         problem = exc.message.split(" is damaged: ", 1)[-1]  # "<file> <what is wrong with it>"
         return CheckpointStatus(step=step, path=directory, files=files, size=size, status="damaged", problem=problem)
@@ -61,10 +60,7 @@ def verify_run(run_dir: Path) -> tuple[list[CheckpointStatus], int]:
             hint="pass a run directory: the [run] output_dir of a training run that wrote checkpoints",
         )
     results = [verify_checkpoint(path) for path in list_checkpoints(run_dir)]
-    abandoned = root / ABANDONED
-    if abandoned.is_dir():
-        found = sorted((int(m.group(1)), p) for p in abandoned.iterdir() if (m := STEP_DIR.match(p.name)))
-        results += [verify_checkpoint(path, ABANDONED) for _, path in found]
+    results += [verify_checkpoint(path, ABANDONED) for path in step_dirs(root / ABANDONED)]
     damaged = root / DAMAGED
     moved = sum(1 for p in damaged.iterdir() if p.is_dir()) if damaged.is_dir() else 0
     return results, moved

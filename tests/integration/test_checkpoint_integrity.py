@@ -51,6 +51,17 @@ def truncate(path: Path, keep: int = 7) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
+def refused_in_one_line(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+    """Run ``argv``, which must exit 2 (a damaged checkpoint), and return its one ``error:`` line; nothing of Ray's
+    wrapper or a traceback may reach stderr."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    for noise in ("\x1b", "actor_id", "pid=", "RayTaskError", "Traceback"):
+        assert noise not in err
+    return line
+
+
 @pytest.fixture(scope="module")
 def reference(run_args: Callable[..., list[str]], ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The uninterrupted run: 4 steps, a checkpoint after each."""
@@ -110,12 +121,8 @@ def test_a_truncated_file_named_by_resume_path_is_one_line_naming_it(
     out = killed_after_step_3()
     step_3 = out / "checkpoints" / "step_3"
     truncate(step_3 / TRAINABLE)
-    assert main(run_args(out, f'run.resume="{step_3}"')) == 2
-    err = capsys.readouterr().err
-    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    line = refused_in_one_line(run_args(out, f'run.resume="{step_3}"'), capsys)
     assert f"{TRAINABLE} has 7 bytes" in line and str(step_3) in line
-    for noise in ("\x1b", "actor_id", "pid=", "RayTaskError", "Traceback"):
-        assert noise not in err
     assert step_3.is_dir()  # a checkpoint named by the user is refused, not moved
 
 
@@ -125,12 +132,8 @@ def test_a_flipped_byte_found_by_the_worker_is_one_line_naming_worker_and_file(
     out = killed_after_step_3()
     step_3 = out / "checkpoints" / "step_3"
     flip_byte(step_3 / TRAINABLE)
-    assert main(run_args(out, f'run.resume="{step_3}"')) == 2
-    err = capsys.readouterr().err
-    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    line = refused_in_one_line(run_args(out, f'run.resume="{step_3}"'), capsys)
     assert "policy worker 0 failed while loading the checkpoint" in line and f"{TRAINABLE} does not match" in line
-    for noise in ("\x1b", "actor_id", "pid=", "RayTaskError", "Traceback"):
-        assert noise not in err
 
 
 def test_export_refuses_a_truncated_lora_naming_it(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import attrs
 from rich.text import Text
 
 from omni_rl.cli.output import Output
@@ -15,9 +16,9 @@ from omni_rl.run_summary import read_config, summarize_run, summary_paths, summa
 
 def run_compare(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     dirs = [Path(d) for d in args.run_dirs]
-    first = [summarize_run(d) for d in dirs]  # a directory that is not a run stops here (exit 2), nothing written
-    labels = difference_labels([read_config(d) for d in dirs], [s.run_dir.name for s in first])
-    summaries = [summarize_run(d, label) for d, label in zip(dirs, labels, strict=True)]
+    unlabelled = [summarize_run(d) for d in dirs]  # a directory that is not a run stops here (exit 2)
+    labels = difference_labels([read_config(d) for d in dirs], [s.label for s in unlabelled])
+    summaries = [attrs.evolve(s, label=label) for s, label in zip(unlabelled, labels, strict=True)]
     out = plot_comparison(summaries, Path(args.out), factor=args.ema)
     output.print(summary_table(summaries))
     for summary in summaries:

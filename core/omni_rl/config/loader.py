@@ -77,7 +77,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
         ignored |= {f"required field missing @ $.{key}.name" for key in COMPONENT_SECTIONS}
     problems += [p for p in shape_problems if p not in ignored]
     filled = _preset_filled(raw, merged, preset)
-    chosen, component_problems = _resolve_components(merged, registry, conv, filled)
+    chosen, component_problems = resolve_components(merged, registry, conv, filled)
     problems += component_problems
     if file is not None:
         problems += _sharding_problems(file)
@@ -160,12 +160,13 @@ def core_version() -> str:
 # -- pass 2 ----------------------------------------------------------------------------------------------
 
 
-def _resolve_components(
+def resolve_components(
     merged: Mapping[str, Any], registry: Registry, conv: cattrs.Converter, preset_note: Mapping[str, str]
 ) -> tuple[dict[str, tuple[Component, Any]], list[str]]:
     """Each usable component section's provider and structured options, keyed ``loss``, ``reward[0]``...
 
     ``preset_note`` marks sections the preset filled in, so an unknown name there says where it came from.
+    Also resolves the ``[[reward]]`` tables of a serve config (omni_rl.serving.config).
     """
     sections: list[tuple[str, str, Any]] = [(kind, kind, merged.get(kind)) for kind in COMPONENT_SECTIONS]
     for table in ("reward", "eval_reward"):
@@ -246,7 +247,7 @@ def _resolved_components(
             evaluated = file.eval_reward[int(key[len("eval_reward[") : -1])]
             extra = {"on_error": evaluated.on_error, "resources": dict(evaluated.resources)}
         resolved[key] = ResolvedComponent(
-            kind=component.kind, name=component.name, spec=component.spec, options=options, **extra
+            kind=component.kind, name=component.name, spec=component.spec, options=options, path=f"$.{key}", **extra
         )
     return resolved
 

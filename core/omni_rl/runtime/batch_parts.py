@@ -9,8 +9,10 @@ import attrs
 import torch
 
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
+from omni_rl.runtime.trajectory import STEP_FIELDS
 
-_TRAJECTORY_TENSORS = ("latents", "next_latents", "sigmas", "next_sigmas", "log_probs", "sigma_max", "step_indices")
+#: every per-sample tensor of a Trajectory: the per-step fields (N, W, ...) and sigma_max (N,)
+_TRAJECTORY_TENSORS = (*STEP_FIELDS, "sigma_max")
 
 
 def concat(parts: Sequence[RolloutBatch]) -> RolloutBatch:

@@ -36,7 +36,7 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
         }
         try:
             if cluster.address == "local":
-                need = cluster.workers * max(cluster.cpus_per_worker, 1.0)
+                need = sum(count * max(bundle["CPU"], 1.0) for _, count, bundle in _worker_kinds(cluster))
                 need += sum(actor.get("CPU", 0.0) for actor in reward_actors)
                 # address="local" forces a new embedded cluster: a bare ray.init() would silently join any
                 # cluster a `ray start` left running on this machine.
@@ -85,12 +85,25 @@ def _resource_summary() -> str:
     return f"{total.get('CPU', 0):g} CPU, {total.get('GPU', 0):g} GPU, {len(ray.nodes())} node(s)"
 
 
-def worker_bundle(cluster: ClusterConfig) -> dict[str, float]:
-    """One policy worker's Ray resources (a bundle of the worker group's placement group)."""
-    bundle = {"CPU": cluster.cpus_per_worker}
-    if cluster.gpus_per_worker:
-        bundle["GPU"] = cluster.gpus_per_worker
+def worker_bundle(cluster: ClusterConfig, rollout: bool = False) -> dict[str, float]:
+    """One policy worker's Ray resources (a bundle of the worker group's placement group); ``rollout``: one
+    rollout worker's, the policy workers' unless ``rollout_cpus_per_worker`` / ``rollout_gpus_per_worker`` are set."""
+    cpus, gpus = cluster.cpus_per_worker, cluster.gpus_per_worker
+    if rollout:
+        cpus = cpus if cluster.rollout_cpus_per_worker is None else cluster.rollout_cpus_per_worker
+        gpus = gpus if cluster.rollout_gpus_per_worker is None else cluster.rollout_gpus_per_worker
+    bundle = {"CPU": cpus}
+    if gpus:
+        bundle["GPU"] = gpus
     return bundle
+
+
+def _worker_kinds(cluster: ClusterConfig) -> list[tuple[str, int, dict[str, float]]]:
+    """(what the messages call them, how many, one's bundle) of the policy workers and the rollout workers."""
+    kinds = [("worker(s)", cluster.workers, worker_bundle(cluster))]
+    if cluster.rollout_workers:
+        kinds.append(("rollout worker(s)", cluster.rollout_workers, worker_bundle(cluster, rollout=True)))
+    return kinds
 
 
 def _check_resources(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, float]] = ()) -> None:
@@ -101,8 +114,10 @@ def _check_resources(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str
     total, but a worker of 8 GPUs fits nowhere)."""
     import ray
 
-    bundle = worker_bundle(cluster)
-    wanted: dict[str, float] = {key: cluster.workers * value for key, value in bundle.items()}
+    wanted: dict[str, float] = {}
+    for _, count, bundle in _worker_kinds(cluster):
+        for key, value in bundle.items():
+            wanted[key] = wanted.get(key, 0.0) + count * value
     for actor in reward_actors:
         for key, value in actor.items():
             wanted[key] = wanted.get(key, 0.0) + value
@@ -113,7 +128,7 @@ def _check_resources(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str
         if need > total.get(key, 0) + 1e-9
     ]
     nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive", True)]
-    requests = [(f"each of the {cluster.workers} worker(s)", bundle)]
+    requests = [(f"each of the {count} {who}", bundle) for who, count, bundle in _worker_kinds(cluster)]
     requests += [(f"reward actor {k + 1}", dict(actor)) for k, actor in enumerate(reward_actors)]
     for who, request in requests:
         if nodes and not any(_fits(request, node) for node in nodes):
@@ -125,8 +140,8 @@ def _check_resources(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str
     if missing:
         raise RuntimeFailure(
             f"the Ray cluster cannot place the run: {'; '.join(missing)} (cluster: {_resource_summary()})",
-            hint="lower [cluster] workers / cpus_per_worker / gpus_per_worker or the [[reward]] resources, "
-            "or add nodes with those resources to the cluster",
+            hint="lower [cluster] workers / cpus_per_worker / gpus_per_worker (rollout_workers / rollout_*_per_worker) "
+            "or the [[reward]] resources, or add nodes with those resources to the cluster",
         )
 
 
@@ -141,9 +156,9 @@ def _fmt(resources: Mapping[str, float]) -> str:
 def _breakdown(key: str, cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, float]]) -> str:
     """``2 workers x 1`` plus the reward actors' share, for the error message."""
     parts = []
-    per_worker = worker_bundle(cluster).get(key, 0)
-    if per_worker:
-        parts.append(f"{cluster.workers} worker(s) x {per_worker:g}")
+    for who, count, bundle in _worker_kinds(cluster):
+        if bundle.get(key, 0):
+            parts.append(f"{count} {who} x {bundle[key]:g}")
     rewards = sum(actor.get(key, 0.0) for actor in reward_actors)
     if rewards:
         parts.append(f"reward actors {rewards:g}")

@@ -60,10 +60,6 @@ class WorkerGroup:
     role = "policy worker"
 
     def __init__(self, config: ResolvedConfig, on_error_hint: Callable[[], str]) -> None:
-        import ray
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         from omni_rl.runtime.worker import PolicyWorker
 
         config = with_absolute_output_dir(config)
@@ -72,23 +68,13 @@ class WorkerGroup:
         #: FSDP2: every forward is a collective, so every worker samples the same number of samples
         self.lockstep = cluster.strategy == "fsdp2"
         self.hint = on_error_hint
-        bundle = worker_bundle(cluster)
-        self.placement = placement_group([dict(bundle) for _ in range(self.size)], strategy="PACK")
-        ready, _ = ray.wait([self.placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
-            ray.util.remove_placement_group(self.placement)
-            raise RuntimeFailure(
-                f"the Ray cluster could not place {self.size} worker(s) of {bundle} within {PLACEMENT_TIMEOUT_S} s "
-                f"(cluster has {ray.cluster_resources()}, free {ray.available_resources()})",
-                hint="lower [cluster] workers / cpus_per_worker / gpus_per_worker, or add nodes",
-            )
-        actor_cls = ray.remote(num_cpus=cluster.cpus_per_worker, num_gpus=cluster.gpus_per_worker)(PolicyWorker)
-        self.actors = [
-            actor_cls.options(
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank)
-            ).remote(config, rank, self.size)
-            for rank in range(self.size)
-        ]
+        self._place(
+            PolicyWorker,
+            config,
+            worker_bundle(cluster),
+            (self.size,),
+            "lower [cluster] workers / cpus_per_worker / gpus_per_worker, or add nodes",
+        )
         try:
             self.infos = self.call("ready")
             if self.size > 1 or self.lockstep:  # FSDP2 shards over a process group, even one of 1
@@ -97,6 +83,33 @@ class WorkerGroup:
         except BaseException:
             self.shutdown()
             raise
+
+    def _place(
+        self, worker_cls: type, config: ResolvedConfig, bundle: dict[str, float], args: tuple[Any, ...], hint: str
+    ) -> None:
+        """Reserve one ``bundle`` per worker (a placement group, packed), then start ``self.size`` actors
+        ``worker_cls(config, rank, *args)`` in it; a cluster that cannot place them within
+        :data:`PLACEMENT_TIMEOUT_S` is a RuntimeFailure with ``hint``."""
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        self.placement = placement_group([dict(bundle) for _ in range(self.size)], strategy="PACK")
+        ready, _ = ray.wait([self.placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            ray.util.remove_placement_group(self.placement)
+            raise RuntimeFailure(
+                f"the Ray cluster could not place {self.size} {self.role}(s) of {bundle} within "
+                f"{PLACEMENT_TIMEOUT_S} s (cluster has {ray.cluster_resources()}, free {ray.available_resources()})",
+                hint=hint,
+            )
+        actor_cls = ray.remote(num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0))(worker_cls)
+        self.actors = [
+            actor_cls.options(
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank)
+            ).remote(config, rank, *args)
+            for rank in range(self.size)
+        ]
 
     # -- calls -------------------------------------------------------------------------------------------------
     def _get(self, ref: Any, what: str, rank: int) -> Any:

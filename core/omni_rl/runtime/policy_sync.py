@@ -42,12 +42,14 @@ class PolicySync:
 
         start = time.perf_counter()
         sync = self._sync_state()
-        state = capture(self.model, version)
         sync["current"] = version
-        keep = self.config.run.max_staleness + 1
-        if self.config.run.max_staleness:
+        staleness = self.config.run.max_staleness
+        if self.rank != 0 and not staleness:
+            return self._put(None, start)  # nothing to send and nothing to keep: no copy of the weights
+        state = capture(self.model, version)
+        if staleness:
             sync["versions"][version] = state
-            for old in sorted(sync["versions"])[:-keep]:
+            for old in sorted(sync["versions"])[: -(staleness + 1)]:
                 del sync["versions"][old]
         return self._put(state, start)
 

@@ -11,29 +11,17 @@ another role).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
-from omni_rl.errors import RuntimeFailure
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.group import PLACEMENT_TIMEOUT_S, WorkerGroup, with_absolute_output_dir
+from omni_rl.runtime.cluster import worker_bundle
+from omni_rl.runtime.group import WorkerGroup, with_absolute_output_dir
 from omni_rl.runtime.sharding import split_groups
 from omni_rl.schema import ResolvedConfig
-
-
-def rollout_bundle(config: ResolvedConfig) -> dict[str, float]:
-    """One rollout worker's Ray resources (the policy workers' unless ``rollout_*_per_worker`` are set)."""
-    cluster = config.cluster
-    cpus = cluster.cpus_per_worker if cluster.rollout_cpus_per_worker is None else cluster.rollout_cpus_per_worker
-    gpus = cluster.gpus_per_worker if cluster.rollout_gpus_per_worker is None else cluster.rollout_gpus_per_worker
-    bundle = {"CPU": cpus}
-    if gpus:
-        bundle["GPU"] = gpus
-    return bundle
 
 
 @attrs.frozen
@@ -48,45 +36,24 @@ class RolloutGroup(WorkerGroup):
     role = "rollout worker"
 
     def __init__(self, config: ResolvedConfig, on_error_hint: Callable[[], str]) -> None:
-        import ray
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
         from omni_rl.runtime.rollout_worker import RolloutWorker
 
         config = with_absolute_output_dir(config)
         self.size = config.cluster.rollout_workers
         self.lockstep = False
         self.hint = on_error_hint
-        bundle = rollout_bundle(config)
-        self.placement = placement_group([dict(bundle) for _ in range(self.size)], strategy="PACK")
-        ready, _ = ray.wait([self.placement.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
-            ray.util.remove_placement_group(self.placement)
-            raise RuntimeFailure(
-                f"the Ray cluster could not place {self.size} rollout worker(s) of {bundle} within "
-                f"{PLACEMENT_TIMEOUT_S} s (free {ray.available_resources()})",
-                hint="lower [cluster] rollout_workers / rollout_cpus_per_worker / rollout_gpus_per_worker",
-            )
-        actor_cls = ray.remote(num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0))(RolloutWorker)
-        self.actors = [
-            actor_cls.options(
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank)
-            ).remote(config, rank)
-            for rank in range(self.size)
-        ]
+        self._place(
+            RolloutWorker,
+            config,
+            worker_bundle(config.cluster, rollout=True),
+            (),
+            "lower [cluster] rollout_workers / rollout_cpus_per_worker / rollout_gpus_per_worker",
+        )
         try:
             self.infos = self.call("ready")
         except BaseException:
             self.shutdown()
             raise
-
-    def load_weights(self, state_ref: Any, version: int) -> float:
-        """Every rollout worker takes the version in ``state_ref`` (queued behind the rollouts already submitted,
-        which keep sampling with the version they started with); returns the slowest load's seconds."""
-        start = time.perf_counter()
-        loads = self._gather([a.load_weights.remote(state_ref) for a in self.actors], f"loading weights v{version}")
-        return max([time.perf_counter() - start, *(float(r["load_s"]) for r in loads)])
 
     def submit(self, request: RolloutRequest) -> Pending:
         """Start sampling ``request`` split over the rollout workers; returns at once."""

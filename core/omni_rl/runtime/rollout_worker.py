@@ -11,7 +11,6 @@ version)`` (docs/hooks.md): the worker then hands it every new version and does 
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,16 @@ from typing import Any
 from omni_rl.context import BuildContext
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.weights import WeightsState, apply
-from omni_rl.runtime.worker import pick_device
+from omni_rl.runtime.worker import build_sampling_parts, limit_torch_threads, pick_device, process_info, sample
 from omni_rl.schema import ResolvedConfig
 
 
 class RolloutWorker:
-    """Samples training batches with a received weights version. Methods are called through Ray (or directly)."""
+    """Samples training batches with a received weights version. Methods are called through Ray (or directly).
+
+    It builds the model, sampler, rollout backend and the loss's adapters exactly as a policy worker does
+    (:func:`~omni_rl.runtime.worker.build_sampling_parts`) and samples through the same call
+    (:func:`~omni_rl.runtime.worker.sample`), without the optimizer."""
 
     def __init__(self, config: ResolvedConfig, rank: int = 0) -> None:
         import torch
@@ -32,29 +35,19 @@ class RolloutWorker:
         self.config = config
         self.rank = rank
         torch.manual_seed(config.run.seed + 10_000 + rank)
-        if os.environ.get("OMNI_RL_TORCH_THREADS"):
-            torch.set_num_threads(int(os.environ["OMNI_RL_TORCH_THREADS"]))
+        limit_torch_threads()
         gpus = config.cluster.rollout_gpus_per_worker
         gpus = config.cluster.gpus_per_worker if gpus is None else gpus
         self.ctx = BuildContext(
             device=pick_device(gpus), seed=config.run.seed, run_dir=Path(config.run.output_dir), rank=rank
         )
-        parts = config.components
-        self.model = parts["model"].build(self.ctx)
-        self.sampler = parts["sampler"].build(self.ctx)
-        self.rollout = parts["rollout"].build(self.ctx)
-        loss = parts["loss"].build(self.ctx)
-        setup = getattr(loss, "setup", None)
-        if setup is not None:
-            setup(self.model)  # the same adapters as the policy (DiffusionNFT samples with "old")
+        self.model, self.sampler, self.rollout, loss = build_sampling_parts(config, self.ctx)
         self.rollout_view = loss.requirements.rollout_view
         #: the weights version held; None until the first :meth:`load_weights`
         self.version: int | None = None
 
     def ready(self) -> dict[str, Any]:
-        import socket
-
-        return {"device": self.ctx.device, "pid": os.getpid(), "node": socket.gethostname()}
+        return process_info(self.ctx.device)
 
     def load_weights(self, state: WeightsState) -> dict[str, float]:
         """Take a new weights version (the backend's own ``load_weights`` when it has one); returns the seconds it
@@ -70,19 +63,14 @@ class RolloutWorker:
 
     def generate(self, request: RolloutRequest) -> tuple[dict[str, Any], Any]:
         """(what the driver needs, the whole batch): call with ``num_returns=2``."""
-        from omni_rl.runtime.forward_update import view_context
-
         if self.version is None:
             raise RuntimeError("rollout worker asked to sample before it received any weights")
-        view = self.rollout_view if request.mode == "train" else "current"
-        with view_context(self.model, view):
-            batch = self.rollout.generate(self.model, self.sampler, request)
-        trajectory = batch.trajectory
+        batch, window = sample(self.model, self.sampler, self.rollout, self.rollout_view, request)
         out = {
             "images": batch.images.numpy(),
             "prompts": batch.prompts,
             "group_ids": batch.group_ids.numpy(),
-            "window": [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()],
+            "window": window,
             "version": self.version,
         }
         return out, batch

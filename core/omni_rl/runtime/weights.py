@@ -32,17 +32,11 @@ class WeightsState:
         return sum(t.numel() * t.element_size() for t in (*self.trainable.values(), *self.adapters.values()))
 
 
-def _frozen_lora(module: Any) -> dict[str, torch.Tensor]:
-    found = {n: p for n, p in module.named_parameters() if "lora_" in n and not p.requires_grad}
-    found.update((n, b) for n, b in module.named_buffers() if "lora_" in n)
-    return found
-
-
 def capture(model: Any, version: int) -> WeightsState:
     """A CPU copy of the model's moving weights (not sharded: FSDP2 with rollout workers is refused)."""
     transformer = model.transformer
     trainable = {n: p.detach().to("cpu", copy=True) for n, p in transformer.named_parameters() if p.requires_grad}
-    adapters = {n: t.detach().to("cpu", copy=True) for n, t in _frozen_lora(transformer).items()}
+    adapters = {n: t.detach().to("cpu", copy=True) for n, t in checkpoint.frozen_lora(transformer).items()}
     return WeightsState(version=version, trainable=trainable, adapters=adapters)
 
 

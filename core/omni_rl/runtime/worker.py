@@ -26,6 +26,49 @@ def pick_device(gpus_per_worker: float) -> str:
     return "cuda" if gpus_per_worker > 0 and torch.cuda.is_available() else "cpu"
 
 
+def limit_torch_threads() -> None:
+    """``OMNI_RL_TORCH_THREADS``: the torch threads of a worker process (tests and benchmarks share few cores)."""
+    import torch
+
+    if os.environ.get("OMNI_RL_TORCH_THREADS"):
+        torch.set_num_threads(int(os.environ["OMNI_RL_TORCH_THREADS"]))
+
+
+def build_sampling_parts(config: ResolvedConfig, ctx: BuildContext) -> tuple[Any, Any, Any, Any]:
+    """(model, sampler, rollout backend, loss) as every worker that samples builds them: the loss's optional
+    ``setup(model)`` adds its adapters (DiffusionNFT's "old", which samples; AWM's EMA anchor)."""
+    parts = config.components
+    model = parts["model"].build(ctx)
+    sampler = parts["sampler"].build(ctx)
+    rollout = parts["rollout"].build(ctx)
+    loss = parts["loss"].build(ctx)
+    setup = getattr(loss, "setup", None)
+    if setup is not None:
+        setup(model)
+    return model, sampler, rollout, loss
+
+
+def sample(model: Any, sampler: Any, rollout: Any, rollout_view: str, request: RolloutRequest) -> tuple[Any, list[int]]:
+    """The rollout backend's batch for ``request`` with the loss's rollout view for training ("current" for
+    validation), and its SDE window: the schedule step indices of the recorded window (the same for every sample
+    and worker, logged by the trainer), empty when none was recorded."""
+    from omni_rl.runtime.forward_update import view_context
+
+    view = rollout_view if request.mode == "train" else "current"
+    with view_context(model, view):
+        batch = rollout.generate(model, sampler, request)
+    trajectory = batch.trajectory
+    window = [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()]
+    return batch, window
+
+
+def process_info(device: str) -> dict[str, Any]:
+    """Where a worker runs, for the console and the errors."""
+    import socket
+
+    return {"device": device, "pid": os.getpid(), "node": socket.gethostname()}
+
+
 class PolicyWorker(PolicySync):
     """Holds the trained policy. Methods are called by the driver through Ray (or directly in tests)."""
 
@@ -44,8 +87,7 @@ class PolicyWorker(PolicySync):
         random.seed(seed + rank)
         np.random.seed((seed + rank) % 2**32)
         torch.manual_seed(seed + rank)
-        if os.environ.get("OMNI_RL_TORCH_THREADS"):
-            torch.set_num_threads(int(os.environ["OMNI_RL_TORCH_THREADS"]))
+        limit_torch_threads()
         self.ctx = BuildContext(
             device=pick_device(config.cluster.gpus_per_worker),
             seed=seed,
@@ -53,14 +95,7 @@ class PolicyWorker(PolicySync):
             rank=rank,
             world_size=world_size,
         )
-        parts = config.components
-        self.model = parts["model"].build(self.ctx)
-        self.sampler = parts["sampler"].build(self.ctx)
-        self.rollout = parts["rollout"].build(self.ctx)
-        self.loss = parts["loss"].build(self.ctx)
-        setup = getattr(self.loss, "setup", None)
-        if setup is not None:
-            setup(self.model)  # e.g. DiffusionNFT's "old" adapter, AWM's EMA anchor
+        self.model, self.sampler, self.rollout, self.loss = build_sampling_parts(config, self.ctx)
         self.requirements = self.loss.requirements
         self._batch: Any = None
         self.trainable_count = sum(p.numel() for p in self.model.trainable_parameters())
@@ -106,14 +141,7 @@ class PolicyWorker(PolicySync):
             )
 
     def ready(self) -> dict[str, Any]:
-        import socket
-
-        return {
-            "device": self.ctx.device,
-            "trainable_parameters": self.trainable_count,
-            "pid": os.getpid(),
-            "node": socket.gethostname(),
-        }
+        return {**process_info(self.ctx.device), "trainable_parameters": self.trainable_count}
 
     def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
         """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy, and for a
@@ -121,11 +149,9 @@ class PolicyWorker(PolicySync):
 
         ``keep``: only the first ``keep`` samples are real; the rest pad the shard so that every FSDP2 worker runs
         the same number of (collective) forwards, and are dropped here. Validation rollouts only."""
-        from omni_rl.runtime.forward_update import view_context
+        from omni_rl.runtime.trajectory import keep_trained_steps
 
-        view = self.requirements.rollout_view if request.mode == "train" else "current"
-        with view_context(self.model, view):
-            batch = self.rollout.generate(self.model, self.sampler, request)
+        batch, window = sample(self.model, self.sampler, self.rollout, self.requirements.rollout_view, request)
         n = len(request.prompts) if keep is None else keep
         out: dict[str, Any] = {
             "images": batch.images[:n].numpy(),
@@ -135,13 +161,8 @@ class PolicyWorker(PolicySync):
         if request.mode == "train":
             if n != len(request.prompts):
                 raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
-            self._batch = batch
-            # the SDE window's schedule steps (the same for every sample and worker), logged by the trainer
-            trajectory = batch.trajectory
-            out["window"] = [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()]
+            out["window"] = window
             # DanceGRPO's timestep_fraction: the update trains only each sample's drawn subset of the window
-            from omni_rl.runtime.trajectory import keep_trained_steps
-
             self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
         return out
 

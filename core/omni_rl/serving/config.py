@@ -8,18 +8,19 @@ in the same two passes as a training config, with every problem reported at once
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from omni_rl.config.converter import shared_converter, structure
+from omni_rl.config.loader import resolve_components
 from omni_rl.config.overrides import Override, apply_overrides
 from omni_rl.config.toml import parse_toml
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
-from omni_rl.schema import ResolvedComponent
+from omni_rl.schema import ResolvedComponent, _non_negative, _positive
 
 _ROUTE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
@@ -27,16 +28,6 @@ _ROUTE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 def _port(instance: Any, attribute: attrs.Attribute, value: int) -> None:
     if not 1 <= value <= 65535:
         raise ValueError(f"must be a TCP port between 1 and 65535, got {value!r}")
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
-
-
-def _non_negative(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value!r}")
 
 
 def _route(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -111,16 +102,11 @@ def load_serve_config(path: str | Path, overrides: Iterable[str | Override], reg
     registry.validate()
     conv = shared_converter()
     file, problems = structure(conv, raw, ServeFile, "$")
-    tables = raw.get("reward")
-    if not tables:
+    if not raw.get("reward"):
         problems.append("missing section [[reward]]: name at least one reward to serve @ $.reward")
-    resolved: dict[int, ResolvedComponent] = {}
-    for i, table in enumerate(tables if isinstance(tables, list) else []):
-        if isinstance(table, Mapping) and isinstance(table.get("name"), str):
-            component, component_problems = _resolve(registry, table, f"$.reward[{i}]")
-            problems += component_problems
-            if component is not None:
-                resolved[i] = component
+    # each reward's name and options, resolved exactly as a training config's [[reward]] tables
+    chosen, component_problems = resolve_components({"reward": raw.get("reward")}, registry, conv, {})
+    problems += component_problems
     if file is not None:
         problems += _route_problems(file)
     if problems or file is None:
@@ -129,32 +115,19 @@ def load_serve_config(path: str | Path, overrides: Iterable[str | Override], reg
             f"invalid serve config {path} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n{lines}",
             hint="docs/rewards.md (Serving a reward) lists every key; `omni-rl plugins --components` the rewards",
         )
-    rewards = [
-        ServedReward(
-            section=section,
-            component=attrs.evolve(resolved[i], resources=dict(section.resources)),
-            route=_route_of(section),
+    rewards = []
+    for i, section in enumerate(file.reward):
+        component, options = chosen[f"reward[{i}]"]
+        resolved = ResolvedComponent(
+            kind="reward",
+            name=component.name,
+            spec=component.spec,
+            options=options,
+            resources=dict(section.resources),
+            path=f"$.reward[{i}]",
         )
-        for i, section in enumerate(file.reward)
-    ]
+        rewards.append(ServedReward(section=section, component=resolved, route=_route_of(section)))
     return ServeConfig(server=file.server, rewards=rewards)
-
-
-def _resolve(registry: Registry, table: Mapping[str, Any], path: str) -> tuple[ResolvedComponent | None, list[str]]:
-    name = table["name"]
-    conflict = registry.conflict("reward", name)
-    if conflict is not None:
-        return None, [f"conflicting plugins: {conflict.message} @ {path}.name"]
-    component = registry.find("reward", name)
-    if component is None:
-        return None, [f"{registry.unknown_problem('reward', name)} @ {path}.name"]
-    options, problems = structure(
-        shared_converter(), table.get("options", {}), component.spec.config, f"{path}.options"
-    )
-    if options is None:
-        return None, problems
-    # resources are taken from the validated section when the config is assembled
-    return ResolvedComponent(kind="reward", name=component.name, spec=component.spec, options=options), problems
 
 
 def _route_of(section: ServedRewardSection) -> str:

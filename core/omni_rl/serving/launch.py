@@ -11,7 +11,7 @@ import os
 from types import ModuleType
 
 from omni_rl.errors import RuntimeFailure
-from omni_rl.rewards import actor_resources
+from omni_rl.rewards import actor_resources, ray_actor_options
 from omni_rl.serving.config import ServeConfig
 
 
@@ -58,12 +58,10 @@ def start_servers(config: ServeConfig) -> list[str]:
     serve.start(http_options={"host": config.server.host, "port": config.server.port})
     urls = []
     for reward in config.rewards:
-        resources = actor_resources(reward.section.resources)
-        options = {"num_cpus": resources.pop("CPU"), "num_gpus": resources.pop("GPU")}
-        if resources:
-            options["resources"] = resources
         app = RewardReplica.options(
-            name=reward.route, num_replicas=reward.section.replicas, ray_actor_options=options
+            name=reward.route,
+            num_replicas=reward.section.replicas,
+            ray_actor_options=ray_actor_options(reward.section.resources),
         ).bind(reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s)
         try:
             serve.run(app, name=reward.route, route_prefix=f"/{reward.route}")

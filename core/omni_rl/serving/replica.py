@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from omni_rl.batch import RewardResult
 from omni_rl.context import BuildContext
 from omni_rl.reward_protocol import PROTOCOL, ProtocolError, decode_request, encode_response
+from omni_rl.rewards import actor_context
 from omni_rl.schema import ResolvedComponent
 
 
@@ -88,9 +89,8 @@ class RewardReplica:
     """One copy of a reward model behind ``/<route>``: ``POST`` scores, ``GET`` describes the endpoint."""
 
     def __init__(self, component: ResolvedComponent, max_batch_size: int, batch_wait_timeout_s: float) -> None:
-        gpus = float(component.resources.get("GPU", 0.0))
-        # Ray shows a replica only the GPUs it was given, so "cuda" is its own first GPU
-        self.model = component.build(BuildContext(device="cuda" if gpus > 0 else "cpu"))
+        # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
+        self.model = component.build(actor_context(BuildContext(), component.resources))
         self.name = component.name
         self.score.set_max_batch_size(max_batch_size)
         self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)

@@ -16,8 +16,8 @@ from omni_rl.testing.inline import InlinePlugin, make_registry
 class PluginConformance:
     """Subclass with a ``hooks_module`` fixture (the dotted name of the plugin's hooks module).
 
-    Checks: importing it does not import heavy packages (``heavy_modules``: listing plugins and checking
-    configs must stay fast and work without a GPU stack); every hook it implements is a real hook; every
+    Checks: importing it and calling its hooks import no heavy package (``heavy_modules``: listing plugins and
+    checking configs must stay fast and work without a GPU stack); every hook it implements is a real hook; every
     record is valid, of its hook's kind, and named once.
     """
 
@@ -28,8 +28,10 @@ class PluginConformance:
         pytest.fail(f"{type(self).__name__} must define a `hooks_module` fixture (e.g. 'omni_rl_acme.hooks')")
 
     def test_importing_hooks_imports_no_heavy_package(self, hooks_module: str) -> None:
+        """Nor does calling its hooks (``omni-rl plugins`` and config checks call every one)."""
         code = (
-            f"import json, sys, {hooks_module}; "
+            f"import json, sys, omni_rl.hookspecs as specs, {hooks_module} as hooks; "
+            "[getattr(hooks, n)() for n in dir(specs) if n.startswith('omni_rl_') and hasattr(hooks, n)]; "
             f"print(json.dumps([m for m in {list(self.heavy_modules)!r} if m in sys.modules]))"
         )
         out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -19,41 +19,25 @@ class TestDanceGRPOPlugin(PluginConformance):
 
 
 class TestDanceSDESampler(SamplerConformance):
-    @pytest.fixture
-    def spec(self) -> SamplerSpec:
-        (spec,) = hooks.omni_rl_samplers()
-        return spec
-
-    @pytest.fixture
-    def options(self) -> dict[str, Any]:
-        """The preset's sampler: every step but the last, 60% of them trained per sample."""
-        return {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6}
-
-
-class TestDanceSDESamplerInAWindow(SamplerConformance):
-    """A random 3-step window with a large η, as the shapes example uses."""
+    """The suite on three option sets: the preset's sampler (every step but the last, 60% of them trained per
+    sample); a random 3-step window with a large η, as the shapes example uses; and η = 0, documented as the Euler
+    step, which the suite checks as a deterministic sampler."""
 
     @pytest.fixture
     def spec(self) -> SamplerSpec:
         (spec,) = hooks.omni_rl_samplers()
         return spec
 
-    @pytest.fixture
-    def options(self) -> dict[str, Any]:
-        return {"noise_level": 4.0, "window_size": 3, "window_range": [0, 6], "timestep_fraction": 0.5}
-
-
-class TestDanceSDESamplerWithoutNoise(SamplerConformance):
-    """η = 0 is documented as the Euler step: the suite checks it as a deterministic sampler."""
-
-    @pytest.fixture
-    def spec(self) -> SamplerSpec:
-        (spec,) = hooks.omni_rl_samplers()
-        return spec
-
-    @pytest.fixture
-    def options(self) -> dict[str, Any]:
-        return {"noise_level": 0.0}
+    @pytest.fixture(
+        params=[
+            {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6},
+            {"noise_level": 4.0, "window_size": 3, "window_range": [0, 6], "timestep_fraction": 0.5},
+            {"noise_level": 0.0},
+        ],
+        ids=["preset", "in-a-window", "without-noise"],
+    )
+    def options(self, request: pytest.FixtureRequest) -> dict[str, Any]:
+        return request.param
 
 
 class TestDanceGRPOAlgorithm(AlgorithmConformance):

@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from omni_rl_qwen_image import hooks
 from omni_rl_qwen_image.model import QwenImageModel
-from omni_rl_qwen_image.training_state import FULL_TRANSFORMER_DIR
+from omni_rl_sd3.testing import FullFineTuningChecks
 
 from omni_rl.config import structure_options
 from omni_rl.context import BuildContext
-from omni_rl.errors import RuntimeFailure
 from omni_rl.specs import ModelSpec
 from omni_rl.testing import ModelConformance, PluginConformance
 
@@ -57,7 +55,7 @@ class TestQwenImageModel(ModelConformance):
         return (32, 32)
 
 
-class TestQwenImageModelFullFineTuning(TestQwenImageModel):
+class TestQwenImageModelFullFineTuning(FullFineTuningChecks, TestQwenImageModel):
     """``lora_rank = 0``: no adapters to switch off, and ``save_lora`` writes the whole transformer."""
 
     @pytest.fixture
@@ -69,20 +67,3 @@ class TestQwenImageModelFullFineTuning(TestQwenImageModel):
         spec = _spec()
         options = _options(tiny_qwen_path, lora_rank=0, lora_alpha=None)
         return spec.factory(structure_options(spec, options), BuildContext(device="cpu"))
-
-    def test_disabled_adapters_are_the_reference_policy(self, component: QwenImageModel) -> None:
-        with pytest.raises(RuntimeFailure, match="lora_rank = 0"), component.disable_adapters():
-            pass
-
-    def test_save_and_load_lora_round_trip(
-        self, component: QwenImageModel, image_size: tuple[int, int], prompts: list[str], tmp_path: Path
-    ) -> None:
-        self._perturb_lora(component, seed=1)
-        saved = self._velocity(component, image_size, prompts, 1.0)
-        component.save_lora(tmp_path)
-        assert (tmp_path / FULL_TRANSFORMER_DIR / "config.json").is_file()
-        assert not (tmp_path / "pytorch_lora_weights.safetensors").exists()
-        self._perturb_lora(component, seed=2)
-        assert not torch.allclose(self._velocity(component, image_size, prompts, 1.0), saved)
-        component.load_lora(tmp_path)
-        torch.testing.assert_close(self._velocity(component, image_size, prompts, 1.0), saved)

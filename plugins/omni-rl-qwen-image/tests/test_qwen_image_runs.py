@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from omni_rl.cli import main
+from omni_rl.testing.ray import local_ray
 
 EXAMPLES = Path(__file__).parents[3] / "docs" / "examples"
 #: the tiny example shrunk to 2 steps of 2 prompts x 2 images at 32 px, a checkpoint every step
@@ -27,14 +28,8 @@ SMALL = (
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    import ray
-
-    if ray.is_initialized():  # the whole-repo test session already runs one: reuse it
+    with local_ray():
         yield
-        return
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _run(out: Path, path: Path, *extra: str) -> list[dict]:

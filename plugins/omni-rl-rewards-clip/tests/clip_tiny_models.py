@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omni_rl_rewards_clip import hooks
 from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTokenizer
 from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+from omni_rl.config import structure_options
+from omni_rl.context import BuildContext
+from omni_rl.specs import RewardSpec
 
 BOS, EOS = "<|startoftext|>", "<|endoftext|>"
 IMAGE_SIZE = 32
@@ -153,3 +158,15 @@ def save_aesthetic_mlp(path: Path, *, input_size: int = 16, seed: int = 0) -> Pa
     torch.manual_seed(seed)
     torch.save(PublishedAestheticMLP(input_size).state_dict(), path)
     return path
+
+
+def reward_spec(name: str) -> RewardSpec:
+    """The plugin's record called ``name`` (by name, so a reordering of the hook's list cannot swap tests)."""
+    (spec,) = [record for record in hooks.omni_rl_reward_models() if record.name == name]
+    return spec
+
+
+def build_reward(name: str, options: dict[str, Any] | None = None, ctx: BuildContext | None = None) -> Any:
+    """The reward ``name`` built by its factory from TOML-shaped ``options``, as a run builds it."""
+    spec = reward_spec(name)
+    return spec.factory(structure_options(spec, options or {}), ctx or BuildContext())

@@ -6,18 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_rl_rewards_clip import hooks
+from clip_tiny_models import reward_spec
 
 from omni_rl.specs import RewardSpec
 from omni_rl.testing import PluginConformance, RewardConformance
 
 
-def _spec(name: str) -> RewardSpec:
-    (spec,) = [record for record in hooks.omni_rl_reward_models() if record.name == name]
-    return spec
-
-
 class TestRewardsClipPlugin(PluginConformance):
+    heavy_modules = (*PluginConformance.heavy_modules, "huggingface_hub", "PIL")
+
     @pytest.fixture
     def hooks_module(self) -> str:
         return "omni_rl_rewards_clip.hooks"
@@ -26,7 +23,7 @@ class TestRewardsClipPlugin(PluginConformance):
 class TestPickScore(RewardConformance):
     @pytest.fixture
     def spec(self) -> RewardSpec:
-        return _spec("pickscore")
+        return reward_spec("pickscore")
 
     @pytest.fixture
     def options(self, tiny_clip_dir: Path) -> dict[str, Any]:
@@ -36,7 +33,7 @@ class TestPickScore(RewardConformance):
 class TestClipScore(RewardConformance):
     @pytest.fixture
     def spec(self) -> RewardSpec:
-        return _spec("clip_score")
+        return reward_spec("clip_score")
 
     @pytest.fixture
     def options(self, tiny_clip_dir: Path) -> dict[str, Any]:
@@ -46,7 +43,7 @@ class TestClipScore(RewardConformance):
 class TestHpsV2(RewardConformance):
     @pytest.fixture
     def spec(self) -> RewardSpec:
-        return _spec("hpsv2")
+        return reward_spec("hpsv2")
 
     @pytest.fixture
     def options(self, tiny_processor_dir: Path, tiny_hps_file: Path) -> dict[str, Any]:
@@ -56,7 +53,7 @@ class TestHpsV2(RewardConformance):
 class TestAesthetic(RewardConformance):
     @pytest.fixture
     def spec(self) -> RewardSpec:
-        return _spec("aesthetic")
+        return reward_spec("aesthetic")
 
     @pytest.fixture
     def options(self, tiny_clip_dir: Path, tiny_aesthetic_file: Path) -> dict[str, Any]:

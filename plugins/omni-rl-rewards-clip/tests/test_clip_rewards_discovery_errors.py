@@ -1,40 +1,22 @@
-"""Discovery (entry point, `omni-rl plugins --components`), device choice, and the errors for missing weights."""
+"""Discovery (`omni-rl plugins --components`; the light hooks import is in the conformance module), device choice,
+and the errors for missing weights, which name the option by its config path."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import huggingface_hub.constants
 import numpy as np
 import pytest
-from omni_rl_rewards_clip import hooks
+from clip_tiny_models import build_reward as build
 from omni_rl_rewards_clip.loading import pick_device
 
 from omni_rl.cli import main
-from omni_rl.config import structure_options
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
 
 NAMES = {"pickscore", "clip_score", "hpsv2", "aesthetic"}
-HEAVY = ("torch", "transformers", "huggingface_hub", "PIL")
-
-
-def build(name: str, options: dict[str, Any] | None = None) -> Any:
-    (spec,) = [record for record in hooks.omni_rl_reward_models() if record.name == name]
-    return spec.factory(structure_options(spec, options or {}), BuildContext())
-
-
-def test_hooks_import_without_heavy_packages() -> None:
-    code = (
-        "import json, sys; import omni_rl_rewards_clip.hooks as h; h.omni_rl_reward_models(); "
-        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert json.loads(out) == []
 
 
 def test_plugins_command_lists_the_rewards(capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,3 +89,11 @@ def test_device_choice() -> None:
     assert pick_device("auto", "cpu") == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ConfigError, match="device"):
         build("clip_score", {"device": "gpu0"})
+
+
+def test_errors_name_the_section_the_reward_was_built_from(tmp_path: Path) -> None:
+    """A run builds each reward with its section's config path in the context (an [[eval_reward]] here)."""
+    ctx = BuildContext(section="$.eval_reward[1]")
+    with pytest.raises(ConfigError, match=r"\$\.eval_reward\[1\]\.options\.model") as caught:
+        build("clip_score", {"model": str(tmp_path / "no" / "such" / "dir")}, ctx)
+    assert "$.eval_reward[1].options.model" in caught.value.hint

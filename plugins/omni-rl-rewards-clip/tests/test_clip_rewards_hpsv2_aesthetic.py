@@ -9,21 +9,14 @@ import numpy as np
 import pytest
 import torch
 from clip_tiny_models import HEADS, PublishedAestheticMLP, openclip_state_dict
-from omni_rl_rewards_clip import hooks
+from clip_tiny_models import build_reward as build
 from omni_rl_rewards_clip.images import letterbox
 from omni_rl_rewards_clip.openclip_keys import openclip_to_transformers
 from openclip_reference import hps_scores
 from PIL import Image
 from transformers import CLIPModel, CLIPProcessor
 
-from omni_rl.config import structure_options
-from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
-
-
-def build(name: str, options: dict[str, Any]) -> Any:
-    (spec,) = [record for record in hooks.omni_rl_reward_models() if record.name == name]
-    return spec.factory(structure_options(spec, options), BuildContext())
 
 
 def hps_options(processor: Path, checkpoint: Path, **extra: Any) -> dict[str, Any]:

@@ -12,17 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from omni_rl_rewards_clip import hooks
+from clip_tiny_models import build_reward as build
 from PIL import Image
 from transformers import CLIPModel, CLIPProcessor
-
-from omni_rl.config import structure_options
-from omni_rl.context import BuildContext
-
-
-def build(name: str, options: dict[str, Any]) -> Any:
-    (spec,) = [record for record in hooks.omni_rl_reward_models() if record.name == name]
-    return spec.factory(structure_options(spec, options), BuildContext())
 
 
 def clip_forward(directory: Path, images: np.ndarray, prompts: list[str]) -> Any:

@@ -43,6 +43,15 @@ def _render_word(word: str, width: int = 128, height: int = 48, font_size: int =
 
 
 class TestRewardsPlugin(PluginConformance):
+    heavy_modules = (
+        *PluginConformance.heavy_modules,
+        "PIL",
+        "onnxruntime",
+        "rapidocr_onnxruntime",
+        "cv2",
+        "Levenshtein",
+    )
+
     @pytest.fixture
     def hooks_module(self) -> str:
         return "omni_rl_rewards.hooks"

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from omni_rl_sd3 import hooks
-from omni_rl_sd3.model import FULL_TRANSFORMER_DIR, SD3Model
+from omni_rl_sd3.model import SD3Model
+from omni_rl_sd3.testing import FullFineTuningChecks
 
 from omni_rl.config import structure_options
 from omni_rl.context import BuildContext
-from omni_rl.errors import RuntimeFailure
 from omni_rl.specs import ModelSpec
 from omni_rl.testing import ModelConformance, PluginConformance
 
@@ -60,7 +59,7 @@ class TestSD3Model(ModelConformance):
         return IMAGE_SIZE
 
 
-class TestSD3ModelFullFineTuning(TestSD3Model):
+class TestSD3ModelFullFineTuning(FullFineTuningChecks, TestSD3Model):
     """``lora_rank = 0`` trains the whole transformer: no adapters to switch off, and ``save_lora`` writes the
     transformer, not a LoRA file. The two suite tests that assume LoRA are replaced by checks of that
     documented behaviour; every other check of the suite applies unchanged."""
@@ -74,21 +73,3 @@ class TestSD3ModelFullFineTuning(TestSD3Model):
         spec = _spec()
         options = _options(tiny_sd3_path, lora_rank=0, lora_alpha=None)
         return spec.factory(structure_options(spec, options), BuildContext(device="cpu"))
-
-    def test_disabled_adapters_are_the_reference_policy(self, component: SD3Model) -> None:
-        """There is no reference policy to switch to: asking for one must say so, not return the policy."""
-        with pytest.raises(RuntimeFailure, match="lora_rank = 0"), component.disable_adapters():
-            pass
-
-    def test_save_and_load_lora_round_trip(
-        self, component: SD3Model, image_size: tuple[int, int], prompts: list[str], tmp_path: Path
-    ) -> None:
-        self._perturb_lora(component, seed=1)
-        saved = self._velocity(component, image_size, prompts, 1.0)
-        component.save_lora(tmp_path)
-        assert (tmp_path / FULL_TRANSFORMER_DIR / "config.json").is_file()
-        assert not (tmp_path / "pytorch_lora_weights.safetensors").exists()
-        self._perturb_lora(component, seed=2)
-        assert not torch.allclose(self._velocity(component, image_size, prompts, 1.0), saved)
-        component.load_lora(tmp_path)
-        torch.testing.assert_close(self._velocity(component, image_size, prompts, 1.0), saved)

@@ -20,42 +20,27 @@ implementation, XueZeyue/DanceGRPO (``scripts/finetune/finetune_flux_grpo*.sh``,
   one reward of weight 1 this is the plain advantage.
 - ``flow_grpo`` loss: ratio clip 1e-4 (``--clip_range 1e-4``), advantage clip 5 (``--adv_clip_max 5.0``), no KL
   (the reference has none; ``kl_coef > 0`` works with ``dance_sde``, whose std is positive at every step).
-- 10 steps, CFG 4.5, group size 8, as the ``flow_grpo`` preset: SD3.5-M's sampling settings, and a group that fits
-  one machine's rollout (the reference samples 16 FLUX steps, guidance-distilled, 12 images per prompt on 8+ GPUs).
-  The learning rate is left to ``[optim]`` (the reference fine-tunes every weight at 1e-5; a LoRA needs more).
+- 10 steps, CFG 4.5, group size 8, taken from the ``flow_grpo`` preset (as the loss above, whose options are the
+  reference's too): SD3.5-M's sampling settings, and a group that fits one machine's rollout (the reference
+  samples 16 FLUX steps, guidance-distilled, 12 images per prompt on 8+ GPUs). The learning rate is left to
+  ``[optim]`` (the reference fine-tunes every weight at 1e-5; a LoRA needs more).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: rollout steps of the preset (the flow_grpo preset's SD3.5-M setting)
-STEPS = 10
+from omni_rl_flow_grpo.presets import flow_grpo_defaults
 
 
 def dance_grpo_defaults() -> dict[str, dict[str, Any]]:
-    """A fresh copy of the preset's sections (TOML-shaped), so no caller can alter another's defaults."""
-    return {
-        "sampler": {
-            "name": "dance_sde",
-            "options": {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6},
-        },
-        "advantage": {
-            "name": "grpo",
-            "options": {
-                "global_std": False,
-                "std_normalize": True,
-                "eps": 1e-4,
-                "std_ddof": 1,
-                "aggregate": "advantage",
-            },
-        },
-        "loss": {
-            "name": "flow_grpo",
-            "options": {"clip_ratio": 1e-4, "adv_clip_max": 5.0, "kl_coef": 0.0},
-        },
-        "rollout": {
-            "name": "diffusers",
-            "options": {"group_size": 8, "steps": STEPS, "cfg": 4.5, "shared_initial_noise": True},
-        },
+    """A fresh copy of the preset's sections (TOML-shaped), so no caller can alter another's defaults: the
+    ``flow_grpo`` preset's loss and rollout with one x_T per group, DanceGRPO's sampler and advantage options."""
+    defaults = flow_grpo_defaults()
+    defaults["sampler"] = {
+        "name": "dance_sde",
+        "options": {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6},
     }
+    defaults["advantage"]["options"].update(global_std=False, std_ddof=1, aggregate="advantage")
+    defaults["rollout"]["options"]["shared_initial_noise"] = True
+    return defaults

@@ -22,7 +22,9 @@ differs (by -log s - log sqrt(2π) per step).
 Written this way the step is flow_sde's SDE with a constant diffusion coefficient: since x - (1 - σ)·x̂₀ =
 σ·(x + (1 - σ)·v), μ = x + v·dt + η²/(2σ)·(x + (1 - σ)·v)·dt, flow_sde's mean with its s replaced by η. So
 η = a·sqrt(σ/(1 - σ)) gives flow_sde's step at one σ; a constant η puts relatively more noise on the late,
-low-σ steps than flow_sde does.
+low-σ steps than flow_sde does. The mean is computed here in DanceGRPO's order of operations rather than through
+flow_sde's (the two agree to float32 rounding, a test checks it); the Gaussian log-density is flow_sde's own
+(``gaussian_log_prob``).
 
 ``std_dev_t`` and ``scale`` are both s = η·sqrt(σ - σ'), the actual std of x' (as cps reports its own): the KL to
 the reference divides by it (MATH.md, "kl"), and Flow-DPPO's trust region uses it as the Gaussian's std.
@@ -30,18 +32,13 @@ the reference divides by it (MATH.md, "kl"), and Flow-DPPO's trust region uses i
 
 from __future__ import annotations
 
-import math
-
 import torch
-from omni_rl_flow_grpo.samplers._tensors import as_f32, flat_per_sample, mean_over_sample, next_sample, per_sample
+from omni_rl_flow_grpo.samplers._tensors import as_f32, flat_per_sample, gaussian_log_prob, next_sample, per_sample
 from omni_rl_flow_grpo.samplers.windowed import WindowedSampler
 from torch import Tensor
 
 from omni_rl.batch import SamplerStep
 from omni_rl_dance_grpo.config import DanceSDEConfig
-
-#: log sqrt(2π) rounded through float32 as the reference computes it (a float32 tensor op)
-_LOG_SQRT_2PI = float(torch.log(torch.sqrt(2 * torch.as_tensor(math.pi, dtype=torch.float32))))
 
 
 class DanceSDESampler(WindowedSampler):
@@ -76,7 +73,7 @@ class DanceSDESampler(WindowedSampler):
             return SamplerStep(
                 sample=sample, mean=mean, std_dev_t=flat_per_sample(torch.zeros_like(sig), batch), log_prob=None
             )
-        if bool((dt >= 0).any()) or bool((sig <= 0).any()):
+        if bool(((dt >= 0) | (sig <= 0)).any()):  # one host sync per step
             raise ValueError(
                 "dance_sde: every step must go down in sigma, 0 < sigma_next < sigma or sigma_next = 0 < sigma "
                 f"(its std is eta * sqrt(sigma - sigma_next)); got sigma {sigma.tolist()} and sigma_next "
@@ -88,8 +85,7 @@ class DanceSDESampler(WindowedSampler):
         mean = mean + (-0.5 * eta**2 * score) * dt
         std = eta * torch.sqrt(-dt)
         sample = next_sample(mean, std, noise, prev_sample)
-        log_density = -((sample.detach() - mean) ** 2) / (2 * std**2) - torch.log(std) - _LOG_SQRT_2PI
         std_flat = flat_per_sample(std, batch)
         return SamplerStep(
-            sample=sample, mean=mean, std_dev_t=std_flat, log_prob=mean_over_sample(log_density), scale=std_flat
+            sample=sample, mean=mean, std_dev_t=std_flat, log_prob=gaussian_log_prob(sample, mean, std), scale=std_flat
         )

@@ -26,7 +26,7 @@ from omni_rl_flow_grpo.kl import reference_kl
 from omni_rl_flow_grpo.loss_inputs import f32 as _f32
 from omni_rl_flow_grpo.loss_inputs import per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
-from omni_rl_flow_grpo.ppo import clipped_objective, clipped_policy_loss, ratio_metrics
+from omni_rl_flow_grpo.ppo import clipped_objective, ratio_metrics
 
 
 def _per_sample(t: Tensor, batch: int) -> Tensor:
@@ -59,12 +59,10 @@ class FlowGRPOLoss:
         advantages = _per_sample(inputs.advantages, batch)
 
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
-        if inputs.weights is None:
-            policy_loss, ratio = clipped_policy_loss(log_prob, old_log_prob, clipped_adv, self.config.clip_ratio)
-        else:  # rollout correction: each sample's term weighted, rejected ones (weight 0) kept in the mean
-            ratio = torch.exp(log_prob - old_log_prob)
-            terms = clipped_objective(ratio, clipped_adv, self.config.clip_ratio)
-            policy_loss = weighted(terms, inputs.weights, "flow_grpo").mean()
+        ratio = torch.exp(log_prob - old_log_prob)
+        terms = clipped_objective(ratio, clipped_adv, self.config.clip_ratio)
+        # rollout correction's per-sample weights when given (rejected ones, weight 0, kept in the mean)
+        policy_loss = weighted(terms, inputs.weights, "flow_grpo").mean()
 
         loss = policy_loss
         kl = None

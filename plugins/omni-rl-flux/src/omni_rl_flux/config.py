@@ -18,6 +18,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import attrs
+from omni_rl_sd3.config import (
+    DTYPES,
+    LORA_INITS,
+    check_lora_alpha,
+    check_lora_rank,
+    check_lora_targets,
+    check_non_negative,
+)
 
 #: LoRA targets, matched as dotted-name suffixes. Double-stream blocks: joint attention (image q/k/v/out and text
 #: ``add_*`` q/k/v/out) and both streams' MLPs; single-stream blocks: q/k/v (``attn.to_*`` again), the MLP input
@@ -42,8 +50,6 @@ DEFAULT_LORA_TARGETS: tuple[str, ...] = (
     "proj_out",
 )
 
-DTYPES: tuple[str, ...] = ("float32", "bfloat16")
-LORA_INITS: tuple[str, ...] = ("default", "gaussian")
 #: FluxPipeline refuses more T5 tokens than this
 MAX_SEQUENCE_LENGTH = 512
 #: FluxPipeline's default ``guidance_scale``, used for guidance-distilled transformers when ``guidance`` is left out
@@ -57,32 +63,14 @@ def _non_empty(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         )
 
 
-def _non_negative(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value!r}")
-
-
 def _sequence_length(instance: Any, attribute: attrs.Attribute, value: int) -> None:
     if not 0 < value <= MAX_SEQUENCE_LENGTH:
         raise ValueError(f"must be in 1..{MAX_SEQUENCE_LENGTH} (FluxPipeline's limit), got {value!r}")
 
 
-def _optional_positive(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
-    if value is not None and not value > 0:
-        raise ValueError(f"must be > 0 (or left out for the default), got {value!r}")
-
-
 def _optional_non_negative(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
     if value is not None and not value >= 0:
         raise ValueError(f"must be >= 0 (or left out: 3.5 on guidance-distilled models), got {value!r}")
-
-
-def _targets(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-    if not value:
-        raise ValueError("must name at least one module (e.g. 'attn.to_q'); the default targets attention and MLPs")
-    for name in value:
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise ValueError(f"module names must be non-empty strings without spaces, got {name!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -106,12 +94,12 @@ class FluxConfig:
     #: T5 tokens per prompt (every prompt is padded to it, as the pipeline does): 512 for dev, 256 for schnell
     max_sequence_length: int = attrs.field(default=512, validator=_sequence_length)
     #: LoRA rank; 0 = full fine-tuning of the transformer (no reference view, no LoRA export)
-    lora_rank: int = attrs.field(default=32, validator=_non_negative)
+    lora_rank: int = attrs.field(default=32, validator=check_lora_rank)
     #: LoRA alpha (scale = alpha / rank); left out = lora_rank (scale 1)
-    lora_alpha: float | None = attrs.field(default=None, validator=_optional_positive)
+    lora_alpha: float | None = attrs.field(default=None, validator=check_lora_alpha)
     #: modules that get LoRA, matched as dotted-name suffixes (default: attention and MLPs of both block kinds)
     lora_target_modules: tuple[str, ...] = attrs.field(
-        default=DEFAULT_LORA_TARGETS, converter=tuple, validator=_targets
+        default=DEFAULT_LORA_TARGETS, converter=tuple, validator=check_lora_targets
     )
     #: LoRA A init: "gaussian" (normal, std 1/rank) or "default" (peft's Kaiming-uniform); B starts at zero
     lora_init: Literal["gaussian", "default"] = attrs.field(
@@ -126,7 +114,7 @@ class FluxConfig:
     offload_vae: bool = False
     #: distinct prompts whose embeddings are kept (on the CPU) so a prompt seen again skips the text encoders;
     #: 0 turns the cache off. The negative prompt is always cached.
-    prompt_cache_size: int = attrs.field(default=4096, validator=_non_negative)
+    prompt_cache_size: int = attrs.field(default=4096, validator=check_non_negative)
     #: when ``path`` does not exist, first write a tiny random FLUX.1-dev-like pipeline there (tests, examples)
     build_tiny_if_missing: bool = False
 

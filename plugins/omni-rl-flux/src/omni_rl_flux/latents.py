@@ -8,21 +8,9 @@ Euler or SDE step and a per-sample mean log-prob are the same in either layout, 
 from __future__ import annotations
 
 import torch
+from omni_rl_sd3.packed_latents import pack, unpack
 
-
-def pack(latents: torch.Tensor) -> torch.Tensor:
-    """(B, C, h, w) -> (B, h/2 * w/2, 4C), as ``FluxPipeline._pack_latents``."""
-    b, c, h, w = latents.shape
-    patches = latents.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return patches.reshape(b, (h // 2) * (w // 2), c * 4)
-
-
-def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """(B, h/2 * w/2, 4C) -> (B, C, h, w) for latents of ``height`` x ``width``: the inverse of :func:`pack`."""
-    b, _, channels = tokens.shape
-    c = channels // 4
-    patches = tokens.reshape(b, height // 2, width // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return patches.reshape(b, c, height, width)
+__all__ = ["image_ids", "pack", "text_ids", "unpack"]
 
 
 def image_ids(height: int, width: int, *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

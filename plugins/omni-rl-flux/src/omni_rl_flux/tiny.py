@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
+from omni_rl_sd3.tiny import TINY_MARKER, tiny_t5, tiny_vae, write_tiny_pipeline
 
 from omni_rl.errors import ConfigError
 
 if TYPE_CHECKING:
     from diffusers import FluxPipeline
 
-#: Written next to model_index.json so nobody mistakes a tiny pipeline for real weights.
-TINY_MARKER = "omni_rl_tiny.json"
+__all__ = ["TINY_MARKER", "TinyFluxShape", "build_tiny_flux_pipeline"]
 
 #: black-forest-labs/FLUX.1-dev's scheduler_config.json: mu from the image token count (dynamic shifting)
 FLUX_DEV_SCHEDULER: dict[str, Any] = {
@@ -110,33 +107,20 @@ def build_tiny_flux_pipeline(
     if variant is not None:
         shape = attrs.evolve(shape, variant=variant)
     shape.check()
-    target = Path(path).expanduser()
-    if target.exists() and exist_ok and not overwrite:
-        return target
-    if target.exists() and not overwrite:
-        raise ConfigError(
-            f"cannot write a tiny FLUX pipeline to {target}: it already exists",
-            hint="choose a new path, or pass overwrite=True to replace it",
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        out = staging / "pipeline"
-        _random_pipeline(shape, seed=seed, tokenizer_dir=staging / "tokenizers").save_pretrained(
+
+    def write(out: Path, scratch: Path) -> None:
+        _random_pipeline(shape, seed=seed, tokenizer_dir=scratch / "tokenizers").save_pretrained(
             out, safe_serialization=True
         )
         _add_portable_tokenizer_files(out)
-        marker = {
-            "builder": "omni_rl_flux.tiny.build_tiny_flux_pipeline",
-            "seed": seed,
-            "variant": shape.variant,
-            "random_weights": True,
-        }
-        (out / TINY_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
-        _publish(out, target, overwrite=overwrite)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+
+    marker = {
+        "builder": "omni_rl_flux.tiny.build_tiny_flux_pipeline",
+        "seed": seed,
+        "variant": shape.variant,
+        "random_weights": True,
+    }
+    return write_tiny_pipeline(path, write, label="FLUX", marker=marker, overwrite=overwrite, exist_ok=exist_ok)
 
 
 def _add_portable_tokenizer_files(directory: Path) -> None:
@@ -149,19 +133,6 @@ def _add_portable_tokenizer_files(directory: Path) -> None:
     index = json.loads(index_path.read_text(encoding="utf-8"))
     index["tokenizer_2"] = ["transformers", "T5TokenizerFast"]
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _publish(built: Path, target: Path, *, overwrite: bool) -> None:
-    """Move the finished directory into place; another builder winning the race is fine (same weights)."""
-    if overwrite and target.exists():
-        trash = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
-        target.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    try:
-        built.rename(target)
-    except OSError:
-        if not (target / "model_index.json").is_file():
-            raise
 
 
 def _random_pipeline(shape: TinyFluxShape, *, seed: int, tokenizer_dir: Path) -> FluxPipeline:
@@ -179,11 +150,18 @@ def _random_pipeline(shape: TinyFluxShape, *, seed: int, tokenizer_dir: Path) ->
         torch.manual_seed(seed * 8 + 0)
         transformer = _transformer(shape)
         torch.manual_seed(seed * 8 + 1)
-        vae = _vae(shape)
+        vae = tiny_vae(
+            shape.vae_block_out_channels,
+            norm_num_groups=shape.vae_norm_num_groups,
+            latent_channels=shape.latent_channels,
+            sample_size=32,
+            scaling_factor=FLUX_VAE_SCALING,
+            shift_factor=FLUX_VAE_SHIFT,
+        )
         torch.manual_seed(seed * 8 + 2)
         clip = _clip(shape)
         torch.manual_seed(seed * 8 + 3)
-        t5 = _t5(shape)
+        t5 = tiny_t5(shape.t5_d_model, shape.text_layers)
     return FluxPipeline(
         transformer=transformer,
         scheduler=FlowMatchEulerDiscreteScheduler(**scheduler_config),
@@ -212,28 +190,6 @@ def _transformer(shape: TinyFluxShape) -> Any:
     )
 
 
-def _vae(shape: TinyFluxShape) -> Any:
-    from diffusers import AutoencoderKL
-
-    blocks = len(shape.vae_block_out_channels)
-    return AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * blocks,
-        up_block_types=("UpDecoderBlock2D",) * blocks,
-        block_out_channels=shape.vae_block_out_channels,
-        layers_per_block=1,
-        latent_channels=shape.latent_channels,
-        norm_num_groups=shape.vae_norm_num_groups,
-        sample_size=32,
-        scaling_factor=FLUX_VAE_SCALING,
-        shift_factor=FLUX_VAE_SHIFT,
-        # FLUX's VAE has no quant convs; keeping that makes the decode path the same as the real one.
-        use_quant_conv=False,
-        use_post_quant_conv=False,
-    )
-
-
 def _clip(shape: TinyFluxShape) -> Any:
     from omni_rl_sd3.tiny_tokenizers import CLIP_BOS, CLIP_EOS, CLIP_MAX_LENGTH, clip_vocab
     from transformers import CLIPTextConfig, CLIPTextModel
@@ -253,26 +209,3 @@ def _clip(shape: TinyFluxShape) -> Any:
         pad_token_id=vocab[CLIP_EOS],
     )
     return CLIPTextModel(config).eval()
-
-
-def _t5(shape: TinyFluxShape) -> Any:
-    from omni_rl_sd3.tiny_tokenizers import t5_pieces
-    from transformers import T5Config, T5EncoderModel
-
-    d_model = shape.t5_d_model
-    config = T5Config(
-        vocab_size=len(t5_pieces()),
-        d_model=d_model,
-        d_kv=d_model // 4,
-        d_ff=2 * d_model,
-        num_layers=shape.text_layers,
-        num_heads=4,
-        relative_attention_num_buckets=8,
-        relative_attention_max_distance=32,
-        feed_forward_proj="gated-gelu",
-        dropout_rate=0.0,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-    )
-    return T5EncoderModel(config).eval()

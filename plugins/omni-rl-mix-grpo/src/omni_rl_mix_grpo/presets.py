@@ -18,8 +18,10 @@ reference implementation, Tencent-Hunyuan/MixGRPO (``scripts/finetune/finetune_f
   on shapes).
 - ``grpo`` advantages normalised within each prompt's group (``--use_group``: group mean and std), not by the
   batch std as Flow-GRPO's SD3 configs do. The reference divides by the sample std + 1e-8; this keeps the grpo
-  advantage's population std and eps 1e-4 (MATH.md), which differ only for near-constant groups. With several
-  rewards the reference sums per-reward advantages (``multi_reward_mix = "advantage_aggr"``).
+  advantage's defaults, the population std (``std_ddof = 0``: advantages sqrt(7/8) = 0.94 of the reference's at
+  group size 8) and eps 1e-4 (which differs only for near-constant groups). With several rewards the reference
+  sums per-reward advantages (``multi_reward_mix = "advantage_aggr"``); the preset keeps ``aggregate = "reward"``.
+  ``std_ddof = 1`` and ``aggregate = "advantage"`` reproduce the reference's (the ``dance_grpo`` preset sets both).
 - ``flow_grpo`` loss: ratio clip 1e-4 (``clip_range``), advantage clip 5 (``adv_clip_max``), no KL
   (``kl_coeff = 0``).
 - One x_T per group (``--init_same_noise``): ``shared_initial_noise``.
@@ -32,35 +34,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from omni_rl_flow_grpo.presets import flow_grpo_defaults
+
 #: rollout steps of the preset; the window's range ends two steps before the end, as the reference's
 STEPS = 8
 
 
 def mix_grpo_defaults() -> dict[str, dict[str, Any]]:
-    """A fresh copy of the preset's sections (TOML-shaped), so no caller can alter another's defaults."""
-    return {
-        "sampler": {
-            "name": "flow_sde",
-            "options": {
-                "noise_level": 0.7,
-                "window_size": 4,
-                "window_range": [0, STEPS - 2],
-                "window_mode": "progressive",
-                "iters_per_group": 25,
-                "window_stride": 1,
-                "ode_solver": "dpm_solver_2m",
-            },
-        },
-        "advantage": {
-            "name": "grpo",
-            "options": {"global_std": False, "std_normalize": True, "eps": 1e-4},
-        },
-        "loss": {
-            "name": "flow_grpo",
-            "options": {"clip_ratio": 1e-4, "adv_clip_max": 5.0, "kl_coef": 0.0},
-        },
-        "rollout": {
-            "name": "diffusers",
-            "options": {"group_size": 8, "steps": STEPS, "cfg": 4.5, "shared_initial_noise": True},
+    """A fresh copy of the preset's sections (TOML-shaped), so no caller can alter another's defaults: the
+    ``flow_grpo`` preset's loss and rollout with 8 steps and one x_T per group, MixGRPO's sampler and per-group
+    advantages."""
+    defaults = flow_grpo_defaults()
+    defaults["sampler"] = {
+        "name": "flow_sde",
+        "options": {
+            "noise_level": 0.7,
+            "window_size": 4,
+            "window_range": [0, STEPS - 2],
+            "window_mode": "progressive",
+            "iters_per_group": 25,
+            "window_stride": 1,
+            "ode_solver": "dpm_solver_2m",
         },
     }
+    defaults["advantage"]["options"]["global_std"] = False
+    defaults["rollout"]["options"].update(steps=STEPS, shared_initial_noise=True)
+    return defaults

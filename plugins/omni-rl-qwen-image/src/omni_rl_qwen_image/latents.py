@@ -1,6 +1,7 @@
 """Qwen-Image's latent layout: 2x2 packing into tokens, and the per-token true-CFG combination.
 
-omni-rl keeps latents as (B, C, h, w) (what samplers, trajectories and rewards see, and what the VAE takes with a
+The 2x2 packing itself is :mod:`omni_rl_sd3.packed_latents` (FLUX packs the same way). omni-rl keeps latents as
+(B, C, h, w) (what samplers, trajectories and rewards see, and what the VAE takes with a
 frame axis added); the transformer takes and returns packed tokens (B, h/2 * w/2, 4C), each token the 2x2 patch's
 channels in QwenImagePipeline._pack_latents order. Packing is a permutation, so an Euler or SDE step and a
 per-sample mean log-prob are the same in either layout; the true-CFG norm rescaling is not (it is per token), so
@@ -10,21 +11,9 @@ it happens on packed tokens.
 from __future__ import annotations
 
 import torch
+from omni_rl_sd3.packed_latents import pack, unpack
 
-
-def pack(latents: torch.Tensor) -> torch.Tensor:
-    """(B, C, h, w) -> (B, h/2 * w/2, 4C), as ``QwenImagePipeline._pack_latents``."""
-    b, c, h, w = latents.shape
-    patches = latents.reshape(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
-    return patches.reshape(b, (h // 2) * (w // 2), c * 4)
-
-
-def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """(B, h/2 * w/2, 4C) -> (B, C, h, w) for latents of ``height`` x ``width``: the inverse of :func:`pack`."""
-    b, _, channels = tokens.shape
-    c = channels // 4
-    patches = tokens.reshape(b, height // 2, width // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5)
-    return patches.reshape(b, c, height, width)
+__all__ = ["pack", "true_cfg", "unpack"]
 
 
 def true_cfg(positive: torch.Tensor, negative: torch.Tensor, scale: float) -> torch.Tensor:

@@ -14,13 +14,12 @@ combines in the weights' dtype. All modules stay in eval mode (Qwen-Image has no
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import torch
+from omni_rl_sd3.packed_latents import packed_sigma_schedule
+from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
@@ -28,15 +27,19 @@ from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_qwen_image.config import QwenImageConfig
 from omni_rl_qwen_image.latents import pack, true_cfg, unpack
 from omni_rl_qwen_image.loading import load_pipeline, resolve_pipeline_path
-from omni_rl_qwen_image.lora import TRAINED_ADAPTER, QwenLoraAdapters
+from omni_rl_qwen_image.lora import QwenLoraAdapters
 from omni_rl_qwen_image.prompts import NEGATIVE, POSITIVE, PromptEncoder, trimmed
-from omni_rl_qwen_image.training_state import FullTransformerFiles
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-class QwenImageModel:
-    """A loaded Qwen-Image pipeline whose transformer is trained (LoRA by default), inside one policy worker."""
+class QwenImageModel(PipelineModel):
+    """A loaded Qwen-Image pipeline whose transformer is trained (LoRA by default), inside one policy worker.
+
+    Training state, policy views and export are :class:`omni_rl_sd3.pipeline_model.PipelineModel`'s."""
+
+    model_label = "Qwen-Image"
+    pipeline_class = "QwenImagePipeline"
+    transformer_class = "QwenImageTransformer2DModel"
+    adapters_class = QwenLoraAdapters
 
     def __init__(self, config: QwenImageConfig, ctx: BuildContext | None = None) -> None:
         ctx = ctx or BuildContext()
@@ -44,9 +47,9 @@ class QwenImageModel:
         #: the local directory (or hub id) the weights came from
         self.pipeline_path: str = resolve_pipeline_path(config)
         self.device = torch.device(ctx.device)
-        self.dtype = _DTYPES[config.dtype]
+        self.dtype = DTYPES[config.dtype]
         #: the loaded pipeline; its modules are the ones this model runs and trains
-        self.pipeline = load_pipeline(attrs.evolve(config, build_tiny_if_missing=False), self.pipeline_path)
+        self.pipeline = load_pipeline(config, self.pipeline_path)
         self.transformer = self.pipeline.transformer
         if self.transformer.config.guidance_embeds:
             raise ConfigError(
@@ -59,14 +62,7 @@ class QwenImageModel:
         self.pipeline.text_encoder.to("cpu" if config.offload_text_encoder else self.device)
         for module in (self.vae, self.pipeline.text_encoder):
             module.requires_grad_(False).eval()
-        self.transformer.requires_grad_(config.lora_rank == 0).eval()
-        self.adapters: QwenLoraAdapters | None = None
-        if config.lora_rank > 0:
-            self.adapters = QwenLoraAdapters(self.transformer, config, seed=ctx.seed)
-        #: full fine-tuning only: a frozen copy of the transformer kept by :meth:`keep_reference_copy`
-        self.reference_transformer: Any = None
-        if config.gradient_checkpointing:
-            self.transformer.enable_gradient_checkpointing()
+        self._prepare_transformer(ctx.seed)
         self.prompts = PromptEncoder(
             self.pipeline,
             device=self.device,
@@ -75,6 +71,7 @@ class QwenImageModel:
             offload=config.offload_text_encoder,
         )
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
+        self.patch_size = 2  # 2x2 packing
         self.latent_channels: int = self.transformer.config.in_channels // 4
         self.num_train_timesteps: int = self.pipeline.scheduler.config.num_train_timesteps
         #: transformer forwards so far (one per prompt set per step; tests check CFG costs two, no CFG one)
@@ -151,35 +148,13 @@ class QwenImageModel:
     def sigma_schedule(self, num_steps: int, height: int, width: int) -> torch.Tensor:
         """The pipeline's sigmas: linspace(1, 1/n, n) through the scheduler with mu = calculate_shift(image tokens)
         (the exponential resolution-dependent shift, then the terminal stretch), trailing 0; float32, (n + 1,)."""
-        import numpy as np
-        from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift
-
         if num_steps < 1:
             raise ConfigError(f"num_steps must be >= 1, got {num_steps}", hint="set [rollout] steps >= 1")
         _, h, w = self.latent_shape(height, width)
-        source = self.pipeline.scheduler
-        scheduler = type(source).from_config(source.config)  # a private copy: set_timesteps mutates state
-        config = scheduler.config
-        mu = calculate_shift(
-            (h // 2) * (w // 2),
-            config.get("base_image_seq_len", 256),
-            config.get("max_image_seq_len", 4096),
-            config.get("base_shift", 0.5),
-            config.get("max_shift", 1.15),
-        )
-        scheduler.set_timesteps(sigmas=np.linspace(1.0, 1 / num_steps, num_steps), device="cpu", mu=mu)
-        return scheduler.sigmas.to(device=self.device, dtype=torch.float32)
+        return packed_sigma_schedule(self.pipeline.scheduler, num_steps, h, w, device=self.device)
 
-    def latent_shape(self, height: int, width: int) -> tuple[int, int, int]:
-        """(16, H / 8, W / 8) for real Qwen-Image; sizes must be whole 2x2 latent patches."""
-        multiple = self.vae_scale_factor * 2
-        if height <= 0 or width <= 0 or height % multiple or width % multiple:
-            raise ConfigError(
-                f"image size {height}x{width} is not supported by this Qwen-Image pipeline",
-                hint=f"height and width must be positive multiples of {multiple} (VAE factor "
-                f"{self.vae_scale_factor} x 2x2 latent packing)",
-            )
-        return (self.latent_channels, height // self.vae_scale_factor, width // self.vae_scale_factor)
+    def _patch_note(self) -> str:
+        return "2x2 latent packing"
 
     def _latent_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, 1 / std) shaped (1, C, 1, 1, 1), as the pipeline builds them."""
@@ -188,21 +163,11 @@ class QwenImageModel:
         inverse_std = 1.0 / torch.tensor(config.latents_std).view(1, config.z_dim, 1, 1, 1)
         return mean, inverse_std
 
-    @contextmanager
-    def _vae_on_device(self) -> Iterator[Any]:
-        if not self.config.offload_vae:
-            yield self.vae
-            return
-        self.vae.to(self.device)
-        try:
-            yield self.vae
-        finally:
-            self.vae.to("cpu")
-
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Latents -> uint8 (B, H, W, 3), as the pipeline's ``output_type="np"`` times 255, rounded."""
-        with self._vae_on_device() as vae:
+        vae = self.vae
+        with on_device(self.device, vae, enabled=self.config.offload_vae):
             z = latents.to(self.device, vae.dtype).unsqueeze(2)
             mean, inverse_std = (t.to(z.device, z.dtype) for t in self._latent_stats())
             image = vae.decode(z / inverse_std + mean, return_dict=False)[0][:, :, 0]
@@ -213,139 +178,21 @@ class QwenImageModel:
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (B, H, W, 3) -> float32 latents (B, C, h, w): the VAE posterior's mean, normalised as the
         Qwen-Image img2img pipelines do, ``(z - mean) / std`` (optional protocol member, offline preference data)."""
-        if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-            raise RuntimeFailure(
-                f"encode_images takes uint8 images of shape (B, H, W, 3), got {images.dtype} {tuple(images.shape)}",
-                hint="pass images as decode returns them",
-            )
-        self.latent_shape(int(images.shape[1]), int(images.shape[2]))  # raises for sizes the model cannot take
-        with self._vae_on_device() as vae:
+        self._check_images(images)
+        vae = self.vae
+        with on_device(self.device, vae, enabled=self.config.offload_vae):
             pixels = images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
             posterior = vae.encode(pixels.unsqueeze(2).to(vae.dtype), return_dict=False)[0]
             mean, inverse_std = (t.to(pixels.device, vae.dtype) for t in self._latent_stats())
             z = (posterior.mode() - mean) * inverse_std
         return z[:, :, 0].float()
 
-    # -- protocol: training state ----------------------------------------------------------------------------
-
-    def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The trained adapter's LoRA weights (float32), or every transformer weight when ``lora_rank = 0``."""
-        if self.adapters is None:
-            return list(self.transformer.parameters())
-        return self.adapters.trained_parameters()
+    # -- protocol: training state (the rest is PipelineModel's) ------------------------------------------------
 
     def fsdp_units(self) -> list[torch.nn.Module]:
         """Optional protocol member: one FSDP2 unit per dual-stream block (60 in the real model), the transformer
         itself (input/output projections, time embedding) the root unit."""
         return list(self.transformer.transformer_blocks)
-
-    @contextmanager
-    def disable_adapters(self) -> Iterator[None]:
-        """The reference policy: adapters off (restored on exit); under full fine-tuning the frozen copy
-        :meth:`keep_reference_copy` kept."""
-        if self.adapters is None and self.reference_transformer is not None:
-            trained, self.transformer = self.transformer, self.reference_transformer
-            try:
-                yield
-            finally:
-                self.transformer = trained
-            return
-        with self._require_adapters("the reference view (adapters off)").disabled():
-            yield
-
-    def keep_reference_copy(self) -> None:
-        """Optional protocol member: with ``lora_rank = 0`` keep a frozen copy of the transformer as it is now (the
-        reference policy of :meth:`disable_adapters`); a no-op with LoRA, where adapters off is the reference."""
-        if self.adapters is not None or self.reference_transformer is not None:
-            return
-        import copy
-
-        self.reference_transformer = copy.deepcopy(self.transformer).requires_grad_(False).eval()
-
-    def save_lora(self, directory: str | Path) -> None:
-        """``pytorch_lora_weights.safetensors`` (diffusers Qwen-Image format); with ``lora_rank = 0`` the whole
-        transformer under ``directory/transformer``. A collective under FSDP2 (rank 0 writes)."""
-        if self.adapters is None:
-            FullTransformerFiles(self.transformer).save(directory)
-            return
-        self.adapters.save(directory, name=TRAINED_ADAPTER)
-
-    def load_lora(self, directory: str | Path) -> None:
-        """Load weights written by :meth:`save_lora` into the trained adapter (or the full transformer)."""
-        if self.adapters is None:
-            FullTransformerFiles(self.transformer).load(directory, dtype=self.dtype)
-            return
-        self.adapters.load(directory, name=TRAINED_ADAPTER)
-
-    # -- extra adapters (DiffusionNFT's "old", AWM's "ema") -----------------------------------------------------
-
-    def add_adapter(self, name: str, *, copy_from: str | None = TRAINED_ADAPTER) -> None:
-        """Add a frozen LoRA adapter with the trained one's config, by default a copy of it."""
-        self._require_adapters(f"adapter {name!r}").add(name, copy_from=copy_from)
-
-    def use_adapter(self, name: str) -> Any:
-        """Context in which forwards use adapter ``name`` instead of the trained one."""
-        return self._require_adapters(f"adapter {name!r}").use(name)
-
-    def blend_adapter(self, target: str, source: str = TRAINED_ADAPTER, *, decay: float) -> None:
-        """``target <- decay * target + (1 - decay) * source``."""
-        self._require_adapters(f"adapter {target!r}").blend(target, source, decay=decay)
-
-    def _require_adapters(self, what: str) -> QwenLoraAdapters:
-        if self.adapters is None:
-            raise RuntimeFailure(
-                f"{what} needs LoRA, but this Qwen-Image model fine-tunes the full transformer (lora_rank = 0)",
-                hint="set [model] options.lora_rank > 0, or use a loss without a reference/old policy view",
-            )
-        return self.adapters
-
-    # -- export ------------------------------------------------------------------------------------------------
-
-    def build_pipeline(self) -> Any:
-        """A ``QwenImagePipeline`` sharing this model's modules (the current policy, LoRA on) with its own
-        scheduler instance, for export, visual checks and tests."""
-        from diffusers import QwenImagePipeline
-
-        components = dict(self.pipeline.components)
-        scheduler = components["scheduler"]
-        components["scheduler"] = type(scheduler).from_config(scheduler.config)
-        return QwenImagePipeline(**components)
-
-    def export_pipeline(self, directory: str | Path, *, merged: bool) -> None:
-        """Write the current policy for use without omni-rl (``omni-rl export``): the LoRA for
-        ``QwenImagePipeline.load_lora_weights`` or, ``merged``, the whole pipeline with the LoRA fused into a copy of
-        the transformer (``DiffusionPipeline.from_pretrained(directory)``, no peft needed)."""
-        if not merged:
-            if self.adapters is None:
-                raise RuntimeFailure(
-                    "this Qwen-Image model fine-tunes the full transformer (lora_rank = 0): there is no LoRA to export",
-                    hint="export the merged pipeline instead (omni-rl export ... --merged)",
-                )
-            self.save_lora(directory)
-            return
-        pipeline = self.build_pipeline()
-        pipeline.transformer = self._merged_transformer()
-        pipeline.save_pretrained(Path(directory), safe_serialization=True)
-
-    def _merged_transformer(self) -> Any:
-        """A copy of the transformer with the trained adapter fused in and every adapter removed."""
-        import copy
-
-        if self.adapters is None:
-            return self.transformer
-        merged = copy.deepcopy(self.transformer)
-        others = [name for name in merged.peft_config if name != TRAINED_ADAPTER]
-        if others:  # e.g. DiffusionNFT's "old" policy: not part of the exported model
-            merged.delete_adapters(others)
-        try:
-            merged.fuse_lora(safe_fusing=True, adapter_names=[TRAINED_ADAPTER])
-        except ValueError as error:
-            raise RuntimeFailure(
-                f"cannot merge the LoRA into the transformer: {error}",
-                hint="the checkpoint holds non-finite LoRA weights; export an earlier step (--step N)",
-            ) from error
-        merged.unload_lora()
-        return merged.requires_grad_(False)
 
 
 def build_qwen_image_model(config: QwenImageConfig, ctx: BuildContext) -> QwenImageModel:

@@ -15,15 +15,12 @@ Defaults: 2 transformer layers, a 4x VAE, 64x64 px images (16x16 latents, 64 ima
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from omni_rl_sd3.tiny import TINY_MARKER, write_tiny_pipeline
 
 from omni_rl.errors import ConfigError
 from omni_rl_qwen_image.tiny_tokenizer import (
@@ -37,8 +34,13 @@ from omni_rl_qwen_image.tiny_tokenizer import (
 if TYPE_CHECKING:
     from diffusers import QwenImagePipeline
 
-#: Written next to model_index.json so nobody mistakes a tiny pipeline for real weights.
-TINY_MARKER = "omni_rl_tiny.json"
+__all__ = [
+    "QWEN_IMAGE_SCHEDULER",
+    "TINY_MARKER",
+    "TinyQwenImageShape",
+    "build_tiny_qwen_image_pipeline",
+    "random_pipeline",
+]
 
 #: Qwen/Qwen-Image's scheduler_config.json: an exponential, resolution-dependent shift (mu from the image token
 #: count) and a terminal sigma of 0.02 before the final 0.
@@ -124,45 +126,20 @@ def build_tiny_qwen_image_pipeline(
     """
     shape = shape or TinyQwenImageShape()
     shape.check()
-    target = Path(path).expanduser()
-    if target.exists() and exist_ok and not overwrite:
-        return target
-    if target.exists() and not overwrite:
-        raise ConfigError(
-            f"cannot write a tiny Qwen-Image pipeline to {target}: it already exists",
-            hint="choose a new path, or pass overwrite=True to replace it",
+
+    def write(out: Path, scratch: Path) -> None:
+        random_pipeline(shape, seed=seed, tokenizer_dir=scratch / "tokenizer").save_pretrained(
+            out, safe_serialization=True
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        pipeline = random_pipeline(shape, seed=seed, tokenizer_dir=staging / "tokenizer")
-        out = staging / "pipeline"
-        pipeline.save_pretrained(out, safe_serialization=True)
         write_qwen2_tokenizer(out / "tokenizer")  # the files the hub's tokenizer/ holds, whatever transformers saved
-        marker = {
-            "builder": "omni_rl_qwen_image.tiny.build_tiny_qwen_image_pipeline",
-            "seed": seed,
-            "shape": attrs.asdict(shape),
-            "random_weights": True,
-        }
-        (out / TINY_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
-        _publish(out, target, overwrite=overwrite)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
 
-
-def _publish(built: Path, target: Path, *, overwrite: bool) -> None:
-    """Move the finished directory into place; another builder winning the race is fine (same weights)."""
-    if overwrite and target.exists():
-        trash = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
-        target.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    try:
-        built.rename(target)
-    except OSError:
-        if not (target / "model_index.json").is_file():
-            raise
+    marker = {
+        "builder": "omni_rl_qwen_image.tiny.build_tiny_qwen_image_pipeline",
+        "seed": seed,
+        "shape": attrs.asdict(shape),
+        "random_weights": True,
+    }
+    return write_tiny_pipeline(path, write, label="Qwen-Image", marker=marker, overwrite=overwrite, exist_ok=exist_ok)
 
 
 def random_pipeline(shape: TinyQwenImageShape, *, seed: int, tokenizer_dir: Path) -> QwenImagePipeline:

@@ -17,7 +17,7 @@ from omni_rl.errors import ConfigError
 from omni_rl_rewards_clip.base import ModelReward
 from omni_rl_rewards_clip.clip_model import LoadedClip, load_clip
 from omni_rl_rewards_clip.config import AestheticConfig
-from omni_rl_rewards_clip.loading import check_source, option_path, torch_dtype, weight_file
+from omni_rl_rewards_clip.loading import torch_dtype, weight_file
 
 if TYPE_CHECKING:
     import torch
@@ -54,21 +54,22 @@ class AestheticReward(ModelReward[AestheticConfig]):
     """No details: the score is the predictor's output."""
 
     name = "aesthetic"
+    sources = ("model", "predictor")
 
     def load(self) -> LoadedAesthetic:
         import torch
 
         config = self.config
-        clip = load_clip(config.model, config.model, reward=self.name, device=self.device, dtype=config.dtype)
-        path = weight_file(config.predictor, config.predictor_file, reward=self.name, option="predictor")
+        clip = load_clip(config.model, config.model, reward=self.owner, device=self.device, dtype=config.dtype)
+        path = weight_file(config.predictor, config.predictor_file, reward=self.owner, option="predictor")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             mlp = aesthetic_mlp(clip.model.config.projection_dim)
             mlp.load_state_dict({key.removeprefix("layers."): value for key, value in state.items()})
         except (OSError, RuntimeError, ValueError, AttributeError, KeyError) as error:
             raise ConfigError(
-                f"reward {self.name!r}: {path} ({option_path('predictor')}) is not the aesthetic predictor's MLP "
-                f"for the {clip.model.config.projection_dim}-d embeddings of {option_path('model')} = "
+                f"reward {self.name!r}: {path} ({self.owner.option('predictor')}) is not the aesthetic predictor's "
+                f"MLP for the {clip.model.config.projection_dim}-d embeddings of {self.owner.option('model')} = "
                 f"{config.model!r}: {error}",
                 hint="use sac+logos+ava1-l14-linearMSE.pth (for openai/clip-vit-large-patch14)",
             ) from error
@@ -85,6 +86,4 @@ class AestheticReward(ModelReward[AestheticConfig]):
 
 def build_aesthetic(config: AestheticConfig, ctx: Any) -> AestheticReward:
     """Factory of ``aesthetic``: checks local paths now, loads the weights on the first call."""
-    check_source(config.model, reward="aesthetic", option="model")
-    check_source(config.predictor, reward="aesthetic", option="predictor")
-    return AestheticReward(config, ctx_device=getattr(ctx, "device", "cpu"))
+    return AestheticReward(config, ctx)

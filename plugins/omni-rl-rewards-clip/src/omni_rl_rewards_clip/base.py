@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from omni_rl.batch import RewardResult
+from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl_rewards_clip.config import ModelRewardConfig
-from omni_rl_rewards_clip.images import check_images, to_pil
-from omni_rl_rewards_clip.loading import pick_device
+from omni_rl_rewards_clip.images import to_pil
+from omni_rl_rewards_clip.loading import Owner, check_source, pick_device
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -26,16 +26,22 @@ ConfigT = TypeVar("ConfigT", bound=ModelRewardConfig)
 class ModelReward(Generic[ConfigT]):
     """Scores images in chunks of ``config.batch_size`` with a model loaded on first use.
 
-    Subclasses set ``name`` (for error messages) and implement :meth:`load` (returns whatever
-    :meth:`score_chunk` needs: models, processor, device) and :meth:`score_chunk`.
+    Subclasses set ``name`` (for error messages) and ``sources`` (the options holding a hub id or local path,
+    checked when the reward is built), and implement :meth:`load` (returns whatever :meth:`score_chunk` needs:
+    models, processor, device) and :meth:`score_chunk`.
     """
 
     name: str = "model_reward"
+    sources: tuple[str, ...] = ("model",)
 
-    def __init__(self, config: ConfigT, *, ctx_device: str = "cpu") -> None:
+    def __init__(self, config: ConfigT, ctx: Any = None) -> None:
         self.config = config
-        self.ctx_device = ctx_device
+        self.ctx_device: str = getattr(ctx, "device", "cpu")
+        #: names the reward's options in errors by their config path ($.reward[1].options.model)
+        self.owner = Owner.of(self.name, ctx)
         self._loaded: Any = None
+        for option in self.sources:  # a local path that does not exist fails now, not at the first batch
+            check_source(getattr(config, option), reward=self.owner, option=option)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -67,7 +73,7 @@ class ModelReward(Generic[ConfigT]):
     ) -> RewardResult:
         import torch
 
-        array = check_images(images, prompts)
+        array = check_reward_images(images, prompts)
         loaded = self.loaded
         size = self.config.batch_size
         scores: list[np.ndarray] = []

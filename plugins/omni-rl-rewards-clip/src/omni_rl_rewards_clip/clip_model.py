@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from omni_rl_rewards_clip.loading import load_or_explain, torch_dtype
+from omni_rl_rewards_clip.loading import Owner, load_or_explain, torch_dtype
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +59,7 @@ def _unit(features: torch.Tensor) -> torch.Tensor:
     return features / features.norm(dim=-1, keepdim=True)
 
 
-def load_processor(source: str, *, reward: str, option: str) -> Any:
+def load_processor(source: str, *, reward: Owner, option: str) -> Any:
     """The CLIPProcessor (tokenizer + image processor) saved at ``source`` (every reward loads it first)."""
     from transformers import CLIPProcessor
     from transformers.utils import logging as transformers_logging
@@ -74,7 +74,7 @@ def load_clip(
     model_source: str,
     processor_source: str,
     *,
-    reward: str,
+    reward: Owner,
     device: str,
     dtype: str,
     processor_option: str = "model",

@@ -14,7 +14,6 @@ import numpy as np
 from omni_rl_rewards_clip.base import ModelReward
 from omni_rl_rewards_clip.clip_model import LoadedClip, load_clip
 from omni_rl_rewards_clip.config import ClipScoreConfig
-from omni_rl_rewards_clip.loading import check_source
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -27,7 +26,7 @@ class ClipScoreReward(ModelReward[ClipScoreConfig]):
 
     def load(self) -> LoadedClip:
         config = self.config
-        return load_clip(config.model, config.model, reward=self.name, device=self.device, dtype=config.dtype)
+        return load_clip(config.model, config.model, reward=self.owner, device=self.device, dtype=config.dtype)
 
     def score_chunk(
         self, loaded: LoadedClip, images: list[Image.Image], prompts: Sequence[str]
@@ -41,5 +40,4 @@ class ClipScoreReward(ModelReward[ClipScoreConfig]):
 
 def build_clip_score(config: ClipScoreConfig, ctx: Any) -> ClipScoreReward:
     """Factory of ``clip_score``: checks a local path now, loads the weights on the first call."""
-    check_source(config.model, reward="clip_score", option="model")
-    return ClipScoreReward(config, ctx_device=getattr(ctx, "device", "cpu"))
+    return ClipScoreReward(config, ctx)

@@ -22,7 +22,7 @@ from omni_rl_rewards_clip.base import ModelReward
 from omni_rl_rewards_clip.clip_model import LoadedClip, load_processor, place
 from omni_rl_rewards_clip.config import HpsV2Config
 from omni_rl_rewards_clip.images import letterbox
-from omni_rl_rewards_clip.loading import check_source, load_or_explain, option_path, weight_file
+from omni_rl_rewards_clip.loading import load_or_explain, weight_file
 from omni_rl_rewards_clip.openclip_keys import openclip_to_transformers, unwrap
 
 if TYPE_CHECKING:
@@ -33,24 +33,25 @@ class HpsV2Reward(ModelReward[HpsV2Config]):
     """No details: the score is the cosine itself."""
 
     name = "hpsv2"
+    sources = ("model", "processor")
 
     def load(self) -> LoadedClip:
         import torch
         from transformers import CLIPConfig, CLIPModel
 
         config = self.config
-        processor = load_processor(config.processor, reward=self.name, option="processor")
+        processor = load_processor(config.processor, reward=self.owner, option="processor")
         clip_config = load_or_explain(
-            CLIPConfig.from_pretrained, config.processor, reward=self.name, option="processor", what="CLIP config"
+            CLIPConfig.from_pretrained, config.processor, reward=self.owner, option="processor", what="CLIP config"
         )
-        path = weight_file(config.model, config.filename, reward=self.name, option="model")
+        path = weight_file(config.model, config.filename, reward=self.owner, option="model")
         try:
             state = openclip_to_transformers(unwrap(torch.load(path, map_location="cpu", weights_only=True)))
             model = CLIPModel.from_pretrained(None, config=clip_config, state_dict=state)
         except (OSError, ValueError, RuntimeError, KeyError) as error:
             raise ConfigError(
-                f"reward {self.name!r}: {path} ({option_path('model')}) is not an HPSv2 checkpoint for the CLIP "
-                f"config of {option_path('processor')} = {config.processor!r}: {error}",
+                f"reward {self.name!r}: {path} ({self.owner.option('model')}) is not an HPSv2 checkpoint for the "
+                f"CLIP config of {self.owner.option('processor')} = {config.processor!r}: {error}",
                 hint="give the HPSv2 checkpoint (HPS_v2.1_compressed.pt from the hub repo xswu/HPSv2) and the "
                 "CLIP ViT-H-14 it was trained from (laion/CLIP-ViT-H-14-laion2B-s32B-b79K)",
             ) from error
@@ -74,6 +75,4 @@ class HpsV2Reward(ModelReward[HpsV2Config]):
 
 def build_hpsv2(config: HpsV2Config, ctx: Any) -> HpsV2Reward:
     """Factory of ``hpsv2``: checks local paths now, loads the weights on the first call."""
-    check_source(config.model, reward="hpsv2", option="model")
-    check_source(config.processor, reward="hpsv2", option="processor")
-    return HpsV2Reward(config, ctx_device=getattr(ctx, "device", "cpu"))
+    return HpsV2Reward(config, ctx)

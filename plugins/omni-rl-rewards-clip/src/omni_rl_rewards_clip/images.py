@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     from PIL import Image
-
-
-def check_images(images: Any, prompts: Sequence[str]) -> np.ndarray:
-    """``images`` (a uint8 (N, H, W, 3) array, or a CPU tensor of that layout) as a numpy array, or ValueError.
-
-    Another dtype or layout is a bug in the component that produced the images (rewards score decoded uint8 RGB,
-    never latents or [0, 1] floats), so this raises rather than guessing a range to rescale from.
-    """
-    array = np.asarray(images)
-    if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValueError(f"images must have shape (N, H, W, 3) (RGB, channels last), got {array.shape}")
-    if array.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 in [0, 255], got dtype {array.dtype}")
-    if len(prompts) != len(array):
-        raise ValueError(f"got {len(array)} images but {len(prompts)} prompts; they must pair up")
-    return array
 
 
 def to_pil(array: np.ndarray) -> list[Image.Image]:

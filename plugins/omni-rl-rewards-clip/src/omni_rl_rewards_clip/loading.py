@@ -14,34 +14,47 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
+
 from omni_rl.errors import ConfigError
 
 T = TypeVar("T")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
-def option_path(option: str) -> str:
-    """The config path of an option of a ``[[reward]]`` section (the factory is not told the section index)."""
-    return f"$.reward[].options.{option}"
+@attrs.frozen
+class Owner:
+    """The reward whose weights are loaded, for errors: its component name and its section's config path (the
+    build context's ``section``, e.g. ``$.eval_reward[0]``; ``$.reward[]`` when it was built outside a config)."""
+
+    name: str
+    section: str = ""
+
+    @classmethod
+    def of(cls, name: str, ctx: Any) -> Owner:
+        return cls(name, getattr(ctx, "section", ""))
+
+    def option(self, option: str) -> str:
+        """The config path of one of the reward's options."""
+        return f"{self.section or '$.reward[]'}.options.{option}"
 
 
-def _hint(reward: str, option: str, source: str, filename: str | None = None) -> str:
+def _hint(reward: Owner, option: str, source: str, filename: str | None = None) -> str:
     what = f"{source} {filename}" if filename else source
     offline = " (HF_HUB_OFFLINE is set, so nothing is fetched)" if os.environ.get("HF_HUB_OFFLINE") else ""
     return (
         f"download the weights first{offline}, e.g. `hf download {what}` on a machine with network access, or "
-        f"copy them to a local directory and set options.{option} of the [[reward]] section named {reward!r} "
-        "to its path"
+        f"copy them to a local directory and set {reward.option(option)} (the {reward.name!r} reward) to its path"
     )
 
 
-def check_source(source: str, *, reward: str, option: str) -> None:
+def check_source(source: str, *, reward: Owner, option: str) -> None:
     """Fail at build time on a local-looking path that does not exist (a hub id is only checked when loaded)."""
     if Path(source).expanduser().exists() or _HUB_ID.match(source):
         return
     raise ConfigError(
-        f"reward {reward!r}: {option_path(option)} = {source!r} is neither an existing path nor a hub id",
-        hint=f"set options.{option} to a local directory or file, or to a hub id such as 'owner/name'",
+        f"reward {reward.name!r}: {reward.option(option)} = {source!r} is neither an existing path nor a hub id",
+        hint=f"set {reward.option(option)} to a local directory or file, or to a hub id such as 'owner/name'",
     )
 
 
@@ -51,18 +64,18 @@ def local_or_hub(source: str) -> str:
     return str(path) if path.exists() else source
 
 
-def load_or_explain(load: Callable[[str], T], source: str, *, reward: str, option: str, what: str) -> T:
+def load_or_explain(load: Callable[[str], T], source: str, *, reward: Owner, option: str, what: str) -> T:
     """``load(source)`` (a ``from_pretrained``), with OSError/ValueError turned into a ConfigError naming ``option``."""
     try:
         return load(local_or_hub(source))
     except (OSError, ValueError) as error:
         raise ConfigError(
-            f"reward {reward!r}: cannot load the {what} from {option_path(option)} = {source!r}: {error}",
+            f"reward {reward.name!r}: cannot load the {what} from {reward.option(option)} = {source!r}: {error}",
             hint=_hint(reward, option, source),
         ) from error
 
 
-def weight_file(source: str, filename: str, *, reward: str, option: str) -> Path:
+def weight_file(source: str, filename: str, *, reward: Owner, option: str) -> Path:
     """The checkpoint file: ``source`` itself when it is a file, ``source/filename`` for a directory, else the
     hub repo ``source``'s ``filename`` through the hub cache (downloaded when a network is allowed)."""
     path = Path(source).expanduser()
@@ -72,8 +85,8 @@ def weight_file(source: str, filename: str, *, reward: str, option: str) -> Path
         if (path / filename).is_file():
             return path / filename
         raise ConfigError(
-            f"reward {reward!r}: {option_path(option)} = {source!r} is a directory without {filename!r}",
-            hint=f"put {filename} there, or set options.{option} to the checkpoint file itself",
+            f"reward {reward.name!r}: {reward.option(option)} = {source!r} is a directory without {filename!r}",
+            hint=f"put {filename} there, or set {reward.option(option)} to the checkpoint file itself",
         )
     from huggingface_hub import hf_hub_download
 
@@ -81,7 +94,7 @@ def weight_file(source: str, filename: str, *, reward: str, option: str) -> Path
         return Path(hf_hub_download(source, filename))
     except (OSError, ValueError) as error:  # LocalEntryNotFoundError is an OSError; a bad repo id a ValueError
         raise ConfigError(
-            f"reward {reward!r}: cannot get {filename!r} from {option_path(option)} = {source!r}: {error}",
+            f"reward {reward.name!r}: cannot get {filename!r} from {reward.option(option)} = {source!r}: {error}",
             hint=_hint(reward, option, source, filename),
         ) from error
 

@@ -14,7 +14,6 @@ import numpy as np
 from omni_rl_rewards_clip.base import ModelReward
 from omni_rl_rewards_clip.clip_model import LoadedClip, load_clip
 from omni_rl_rewards_clip.config import PickScoreConfig
-from omni_rl_rewards_clip.loading import check_source
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -24,13 +23,14 @@ class PickScoreReward(ModelReward[PickScoreConfig]):
     """details: ``cosine`` (the cosine before the temperature and ``scale``)."""
 
     name = "pickscore"
+    sources = ("model", "processor")
 
     def load(self) -> LoadedClip:
         config = self.config
         return load_clip(
             config.model,
             config.processor,
-            reward=self.name,
+            reward=self.owner,
             device=self.device,
             dtype=config.dtype,
             processor_option="processor",
@@ -47,6 +47,4 @@ class PickScoreReward(ModelReward[PickScoreConfig]):
 
 def build_pickscore(config: PickScoreConfig, ctx: Any) -> PickScoreReward:
     """Factory of ``pickscore``: checks local paths now, loads the weights on the first call."""
-    check_source(config.model, reward="pickscore", option="model")
-    check_source(config.processor, reward="pickscore", option="processor")
-    return PickScoreReward(config, ctx_device=getattr(ctx, "device", "cpu"))
+    return PickScoreReward(config, ctx)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from omni_rl.batch import RewardResult
+from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.errors import RuntimeFailure
 from omni_rl.reward_protocol import ProtocolError, decode_response, encode_request
 from omni_rl_rewards_remote.config import HttpRewardConfig
@@ -27,12 +27,7 @@ class HttpReward:
 
     def __init__(self, config: HttpRewardConfig, *, post: Callable[..., Any] = post_json) -> None:
         self.config = config
-        self.retry = Retry(
-            timeout_s=config.timeout_s,
-            max_retries=config.max_retries,
-            backoff_s=config.backoff_s,
-            max_backoff_s=config.max_backoff_s,
-        )
+        self.retry = Retry.of(config)
         self._post = post
         read_api_key(config.api_key_env, "http")
 
@@ -42,7 +37,7 @@ class HttpReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = np.asarray(images)
+        array = check_reward_images(images, prompts)
         n = len(prompts)
         metadata = list(metadata) or [{} for _ in range(n)]
         size = self.config.batch_size or max(n, 1)

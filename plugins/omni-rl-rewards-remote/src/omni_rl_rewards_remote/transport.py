@@ -15,11 +15,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from omni_rl_rewards_remote.secrets import redact
+
+if TYPE_CHECKING:
+    from omni_rl_rewards_remote.config import RetryOptions
 
 #: how much of an error response body goes into a message
 _BODY_CHARS = 300
@@ -43,6 +46,16 @@ class Retry:
     max_retries: int
     backoff_s: float
     max_backoff_s: float
+
+    @classmethod
+    def of(cls, options: RetryOptions) -> Retry:
+        """The retry settings of a remote reward's options."""
+        return cls(
+            timeout_s=options.timeout_s,
+            max_retries=options.max_retries,
+            backoff_s=options.backoff_s,
+            max_backoff_s=options.max_backoff_s,
+        )
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds before retry ``attempt`` (0-based): exponential, capped, with up to 10% jitter so that many

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from omni_rl.batch import RewardResult
+from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.reward_protocol import png_data_url
 from omni_rl_rewards_remote.config import VlmJudgeConfig
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
@@ -44,12 +44,7 @@ class VlmJudgeReward:
         self.config = config
         self.template = resolve_template(config.template, config.parser)
         self.url = config.base_url.rstrip("/") + "/chat/completions"
-        self.retry = Retry(
-            timeout_s=config.timeout_s,
-            max_retries=config.max_retries,
-            backoff_s=config.backoff_s,
-            max_backoff_s=config.max_backoff_s,
-        )
+        self.retry = Retry.of(config)
         self._post = post
         read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
 
@@ -59,9 +54,7 @@ class VlmJudgeReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = np.asarray(images)
-        if array.ndim != 4 or array.shape[-1] != 3 or array.dtype != np.uint8 or len(array) != len(prompts):
-            raise ValueError(f"expected {len(prompts)} uint8 (H, W, 3) images, got {array.dtype} {array.shape}")
+        array = check_reward_images(images, prompts)
         # OCR targets are parsed before any call: a prompt without quoted text is a data mistake, found at once
         scorers = [self._scorer(prompt) for prompt in prompts]
         key = read_api_key(self.config.api_key_env, "vlm_judge")

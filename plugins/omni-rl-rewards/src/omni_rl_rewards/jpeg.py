@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from omni_rl.batch import RewardResult
+from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl_rewards.config import JpegConfig
-from omni_rl_rewards.inputs import check_images
 
 
 def jpeg_size_kb(image: np.ndarray, quality: int = 95) -> float:
@@ -38,7 +37,7 @@ class JpegSizeReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = check_images(images, prompts)
+        array = check_reward_images(images, prompts)
         sizes = np.array([jpeg_size_kb(image, self.config.quality) for image in array], dtype=np.float64)
         scores = self.sign * sizes / self.config.scale
         return RewardResult(scores=scores, details={"size_kb": sizes})

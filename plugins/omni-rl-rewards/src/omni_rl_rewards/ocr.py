@@ -11,9 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from omni_rl.batch import RewardResult
+from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl_rewards.config import OcrConfig
-from omni_rl_rewards.inputs import check_images
 from omni_rl_rewards.ocr_engine import Lines, OcrEngine, make_engine
 from omni_rl_rewards.ocr_score import extract_target, normalize_text, ocr_reward
 
@@ -52,7 +51,7 @@ class OcrReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = check_images(images, prompts)
+        array = check_reward_images(images, prompts)
         # Parse every target before any OCR runs: a bad prompt fails in milliseconds, not after the batch.
         targets = [extract_target(prompt) for prompt in prompts]
         texts = [self.recognized_text(lines) for lines in self.engine.read(array)] if len(array) else []

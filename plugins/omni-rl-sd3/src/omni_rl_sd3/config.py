@@ -37,27 +37,35 @@ def _non_empty(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         )
 
 
-def _non_negative(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+# The LoRA option checks every diffusers model adapter shares (FLUX and Qwen-Image import them).
+
+
+def check_non_negative(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value!r}")
+
+
+def check_lora_rank(instance: Any, attribute: attrs.Attribute, value: int) -> None:
     if value < 0:
         raise ValueError(f"must be >= 0 (0 = full fine-tuning of the transformer), got {value!r}")
+
+
+def check_lora_alpha(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"must be > 0 (or left out to default to lora_rank), got {value!r}")
+
+
+def check_lora_targets(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not value:
+        raise ValueError("must name at least one module (e.g. 'attn.to_q'); the default targets the attention")
+    for name in value:
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise ValueError(f"module names must be non-empty strings without spaces, got {name!r}")
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if value <= 0:
         raise ValueError(f"must be > 0, got {value!r}")
-
-
-def _optional_positive(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
-    if value is not None and not value > 0:
-        raise ValueError(f"must be > 0 (or left out to default to lora_rank), got {value!r}")
-
-
-def _targets(instance: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-    if not value:
-        raise ValueError("must name at least one module (e.g. 'attn.to_q'); the default targets SD3 attention")
-    for name in value:
-        if not isinstance(name, str) or not name.strip() or name != name.strip():
-            raise ValueError(f"module names must be non-empty strings without spaces, got {name!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -78,12 +86,12 @@ class SD3Config:
     #: T5 tokens per prompt (diffusers' default 256; SD3 was trained with up to 256, SD3.5 with 256)
     max_sequence_length: int = attrs.field(default=256, validator=_positive)
     #: LoRA rank; 0 = full fine-tuning of the transformer (no reference view, no LoRA export)
-    lora_rank: int = attrs.field(default=32, validator=_non_negative)
+    lora_rank: int = attrs.field(default=32, validator=check_lora_rank)
     #: LoRA alpha (scale = alpha / rank); left out = lora_rank (scale 1). Flow-GRPO uses rank 32, alpha 64
-    lora_alpha: float | None = attrs.field(default=None, validator=_optional_positive)
+    lora_alpha: float | None = attrs.field(default=None, validator=check_lora_alpha)
     #: modules that get LoRA, matched as dotted-name suffixes (default: SD3 joint attention, as Flow-GRPO)
     lora_target_modules: tuple[str, ...] = attrs.field(
-        default=DEFAULT_LORA_TARGETS, converter=tuple, validator=_targets
+        default=DEFAULT_LORA_TARGETS, converter=tuple, validator=check_lora_targets
     )
     #: LoRA A init: "gaussian" (normal, std 1/rank; Flow-GRPO's) or "default" (peft's Kaiming-uniform); B is
     #: zero either way, so the policy starts exactly at the base model

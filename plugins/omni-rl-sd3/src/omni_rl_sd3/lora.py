@@ -7,6 +7,10 @@ last: only the trained adapter's weights require grad, and every view restores t
 
 peft toggles ``requires_grad`` itself when adapters are switched or disabled (it freezes every adapter on
 ``disable_adapters`` and unfreezes the active one on ``set_adapter``), so after every switch we re-assert ours.
+
+None of this depends on the architecture: the FLUX and Qwen-Image plugins subclass :class:`LoraAdapters`, setting
+only which diffusers pipeline class reads and writes the files (all use the ``transformer.``-prefixed peft keys
+with the LoRA config as metadata) and how error messages name the model.
 """
 
 from __future__ import annotations
@@ -15,18 +19,17 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from omni_rl.errors import ConfigError, RuntimeFailure
-from omni_rl_sd3.config import SD3Config
 
 TRAINED_ADAPTER = "default"
 LORA_WEIGHT_NAME = "pytorch_lora_weights.safetensors"
 
 
-def make_lora_config(config: SD3Config) -> Any:
+def make_lora_config(config: Any) -> Any:
     """The peft ``LoraConfig`` for ``config`` (B starts at zero, so the policy starts at the base model)."""
     from peft import LoraConfig
 
@@ -40,9 +43,22 @@ def make_lora_config(config: SD3Config) -> Any:
 
 
 class LoraAdapters:
-    """Named LoRA adapters injected into one transformer; ``"default"`` is the one the optimizer trains."""
+    """Named LoRA adapters injected into one transformer; ``"default"`` is the one the optimizer trains.
 
-    def __init__(self, transformer: torch.nn.Module, config: SD3Config, *, seed: int = 0) -> None:
+    ``config`` is the model's options: ``lora_rank``, ``effective_lora_alpha``, ``lora_target_modules`` and
+    ``lora_init`` are read (every model plugin's config has them)."""
+
+    #: the diffusers pipeline class whose ``save_lora_weights`` / ``lora_state_dict`` write and read the files
+    pipeline_class: ClassVar[str] = "StableDiffusion3Pipeline"
+    #: how error messages name the transformer
+    model_label: ClassVar[str] = "SD3"
+    #: the hint for a ``lora_target_modules`` entry that matches no module
+    target_hint: ClassVar[str] = (
+        "lora_target_modules are dotted-name suffixes of transformer modules, e.g. 'attn.to_q', "
+        "'attn.add_q_proj', 'ff.net.2', 'norm1.linear'"
+    )
+
+    def __init__(self, transformer: torch.nn.Module, config: Any, *, seed: int = 0) -> None:
         self.transformer = transformer
         self.config = config
         #: LoRA A is random: seeding its init makes every worker of a run start from the same weights without
@@ -116,13 +132,17 @@ class LoraAdapters:
 
     # -- files -----------------------------------------------------------------------------------------------
 
+    def _pipeline(self) -> Any:
+        import diffusers
+
+        return getattr(diffusers, self.pipeline_class)
+
     def save(self, directory: str | Path, *, name: str = TRAINED_ADAPTER) -> Path:
-        """Write ``pytorch_lora_weights.safetensors`` in diffusers' SD3 LoRA format, with the LoRA config as
-        metadata so ``StableDiffusion3Pipeline.load_lora_weights`` restores alpha as well as rank.
+        """Write ``pytorch_lora_weights.safetensors`` in diffusers' LoRA format of :attr:`pipeline_class`, with the
+        LoRA config as metadata so its ``load_lora_weights`` restores alpha as well as rank.
 
         With the transformer sharded by FSDP2 this is a collective (every worker calls it; the weights are
         gathered whole) and only rank 0 writes."""
-        from diffusers import StableDiffusion3Pipeline
         from peft.utils import get_peft_model_state_dict
 
         from omni_rl.runtime.fsdp import gather_state
@@ -134,19 +154,18 @@ class LoraAdapters:
         state = gathered
         metadata = self.transformer.peft_config[name].to_dict()
         directory.mkdir(parents=True, exist_ok=True)
-        StableDiffusion3Pipeline.save_lora_weights(
+        self._pipeline().save_lora_weights(
             directory, transformer_lora_layers=state, transformer_lora_adapter_metadata=metadata
         )
         return directory / LORA_WEIGHT_NAME
 
     def load(self, directory: str | Path, *, name: str = TRAINED_ADAPTER) -> None:
         """Load transformer LoRA weights (diffusers format) into adapter ``name``; shapes and alpha must match."""
-        from diffusers import StableDiffusion3Pipeline
         from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 
         try:
             # use_safetensors=True: never fall back to unpickling a .bin file found in the directory
-            state, metadata = StableDiffusion3Pipeline.lora_state_dict(
+            state, metadata = self._pipeline().lora_state_dict(
                 str(directory), return_lora_metadata=True, use_safetensors=True
             )
         except (OSError, ValueError) as error:
@@ -199,9 +218,7 @@ class LoraAdapters:
                 self.transformer.add_adapter(make_lora_config(self.config), adapter_name=name)
         except ValueError as error:
             raise ConfigError(
-                f"cannot add LoRA to the SD3 transformer: {error}",
-                hint="lora_target_modules are dotted-name suffixes of transformer modules, e.g. 'attn.to_q', "
-                "'attn.add_q_proj', 'ff.net.2', 'norm1.linear'",
+                f"cannot add LoRA to the {self.model_label} transformer: {error}", hint=self.target_hint
             ) from error
         # Trainable LoRA weights stay float32 under a bfloat16 base model: peft casts activations to the adapter
         # dtype and the result back, and optimizer updates of ~1e-6 relative size survive.

@@ -12,29 +12,27 @@ from the rollout's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import torch
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
-from omni_rl_sd3.compat import dtype_kwargs
 from omni_rl_sd3.config import SD3Config
 from omni_rl_sd3.loading import load_pipeline, resolve_pipeline_path
-from omni_rl_sd3.lora import TRAINED_ADAPTER, LoraAdapters
+from omni_rl_sd3.pipeline_model import DTYPES, FULL_TRANSFORMER_DIR, PipelineModel
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-#: What :meth:`SD3Model.save_lora` writes for full fine-tuning (``lora_rank = 0``): the whole transformer.
-FULL_TRANSFORMER_DIR = "transformer"
+__all__ = ["FULL_TRANSFORMER_DIR", "SD3Model", "build_sd3_model"]
 
 
-class SD3Model:
+class SD3Model(PipelineModel):
     """A loaded SD3 pipeline whose transformer is trained (LoRA by default), inside one policy worker."""
+
+    model_label = "SD3"
+    pipeline_class = "StableDiffusion3Pipeline"
+    transformer_class = "SD3Transformer2DModel"
 
     def __init__(self, config: SD3Config, ctx: BuildContext | None = None) -> None:
         ctx = ctx or BuildContext()
@@ -42,23 +40,16 @@ class SD3Model:
         #: the local directory (or hub id) the weights came from
         self.pipeline_path: str = resolve_pipeline_path(config)
         self.device = torch.device(ctx.device)
-        self.dtype = _DTYPES[config.dtype]
+        self.dtype = DTYPES[config.dtype]
         #: the loaded pipeline; its modules are the ones this model runs and trains
-        self.pipeline = load_pipeline(_resolved(config, self.pipeline_path))
+        self.pipeline = load_pipeline(config, self.pipeline_path)
         self.pipeline.to(self.device)
         for name in ("vae", "text_encoder", "text_encoder_2", "text_encoder_3"):
             module = getattr(self.pipeline, name, None)
             if module is not None:
                 module.requires_grad_(False).eval()
         self.transformer = self.pipeline.transformer
-        self.transformer.requires_grad_(config.lora_rank == 0).eval()
-        self.adapters: LoraAdapters | None = None
-        #: full fine-tuning only: a frozen copy of the transformer kept by :meth:`keep_reference_copy`
-        self.reference_transformer: Any = None
-        if config.lora_rank > 0:
-            self.adapters = LoraAdapters(self.transformer, config, seed=ctx.seed)
-        if config.gradient_checkpointing:
-            self.transformer.enable_gradient_checkpointing()
+        self._prepare_transformer(ctx.seed)
         self.vae = self.pipeline.vae
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
         self.patch_size: int = self.transformer.config.patch_size
@@ -172,17 +163,6 @@ class SD3Model:
         scheduler.set_timesteps(num_steps, device="cpu", **kwargs)
         return scheduler.sigmas.to(device=self.device, dtype=torch.float32)
 
-    def latent_shape(self, height: int, width: int) -> tuple[int, int, int]:
-        """(16, H / 8, W / 8) for real SD3 (the VAE's downsampling); sizes must be whole transformer patches."""
-        multiple = self.vae_scale_factor * self.patch_size
-        if height <= 0 or width <= 0 or height % multiple or width % multiple:
-            raise ConfigError(
-                f"image size {height}x{width} is not supported by this SD3 pipeline",
-                hint=f"height and width must be positive multiples of {multiple} (VAE factor "
-                f"{self.vae_scale_factor} x patch size {self.patch_size})",
-            )
-        return (self.latent_channels, height // self.vae_scale_factor, width // self.vae_scale_factor)
-
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Latents -> uint8 (B, H, W, 3), as the pipeline's ``output_type="np"`` times 255, rounded."""
@@ -202,192 +182,12 @@ class SD3Model:
         latents, ``(z - shift_factor) * scaling_factor``. The mean rather than a posterior sample makes the
         latents a deterministic function of the image, so they can be encoded once and cached.
         """
-        if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[-1] != 3:
-            raise RuntimeFailure(
-                f"encode_images takes uint8 images of shape (B, H, W, 3), got {images.dtype} {tuple(images.shape)}",
-                hint="pass images as decode returns them",
-            )
-        self.latent_shape(int(images.shape[1]), int(images.shape[2]))  # raises for sizes the model cannot take
+        self._check_images(images)
         config = self.vae.config
         pixels = images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
         posterior = self.vae.encode(pixels.to(self.vae.dtype), return_dict=False)[0]
         z = (posterior.mode() - (config.shift_factor or 0.0)) * config.scaling_factor
         return z.float()
-
-    # -- protocol: training state ----------------------------------------------------------------------------
-
-    def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The trained adapter's LoRA weights (float32), or every transformer weight when ``lora_rank = 0``."""
-        if self.adapters is None:
-            return list(self.transformer.parameters())
-        return self.adapters.trained_parameters()
-
-    @contextmanager
-    def disable_adapters(self) -> Iterator[None]:
-        """The reference policy: the base transformer with every adapter off (restored on exit); with full
-        fine-tuning, the frozen copy :meth:`keep_reference_copy` kept."""
-        if self.adapters is None and self.reference_transformer is not None:
-            trained, self.transformer = self.transformer, self.reference_transformer
-            try:
-                yield
-            finally:
-                self.transformer = trained
-            return
-        with self._require_adapters("the reference view (adapters off)").disabled():
-            yield
-
-    def keep_reference_copy(self) -> None:
-        """Optional protocol member: make the reference view available under full fine-tuning.
-
-        With LoRA the reference is free (adapters off), so this does nothing. With ``lora_rank = 0`` it keeps a
-        frozen copy of the transformer as it is now (one more transformer in memory), which
-        :meth:`disable_adapters` then runs. Losses that need the reference call it from their ``setup`` hook,
-        before any checkpoint is loaded, so the copy holds the pretrained weights.
-        """
-        if self.adapters is not None or self.reference_transformer is not None:
-            return
-        import copy
-
-        self.reference_transformer = copy.deepcopy(self.transformer).requires_grad_(False).eval()
-
-    def save_lora(self, directory: str | Path) -> None:
-        """Write the trained LoRA as ``pytorch_lora_weights.safetensors`` (diffusers SD3 format, loadable with
-        ``StableDiffusion3Pipeline.load_lora_weights``). With ``lora_rank = 0`` the trained weights are the whole
-        transformer, written with ``save_pretrained`` under ``directory/transformer``.
-
-        With the transformer sharded by FSDP2 (``[cluster] strategy = "fsdp2"``) this is a collective: every
-        worker calls it, the weights are gathered whole one tensor at a time, and rank 0 writes."""
-        if self.adapters is None:
-            if _is_sharded(self.transformer):
-                self._save_sharded_transformer(Path(directory) / FULL_TRANSFORMER_DIR)
-                return
-            self.transformer.save_pretrained(Path(directory) / FULL_TRANSFORMER_DIR)
-            return
-        self.adapters.save(directory, name=TRAINED_ADAPTER)
-
-    def _save_sharded_transformer(self, directory: Path) -> None:
-        """What ``save_pretrained`` writes (config.json and one safetensors file), from an FSDP2-sharded
-        transformer: ``save_pretrained`` itself would write this worker's shards under an ``FSDP...`` class name."""
-        import json
-
-        from safetensors.torch import save_file
-
-        from omni_rl.runtime.fsdp import gather_state
-
-        state = gather_state(self.transformer.state_dict())
-        if state is None:
-            return
-        config = json.loads(self.transformer.to_json_string())
-        config["_class_name"] = str(config["_class_name"]).removeprefix("FSDP")
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        save_file(state, str(directory / "diffusion_pytorch_model.safetensors"), metadata={"format": "pt"})
-
-    def load_lora(self, directory: str | Path) -> None:
-        """Load weights written by :meth:`save_lora` into the trained adapter (or the full transformer)."""
-        if self.adapters is None:
-            self._load_full_transformer(Path(directory) / FULL_TRANSFORMER_DIR)
-            return
-        self.adapters.load(directory, name=TRAINED_ADAPTER)
-
-    def _load_full_transformer(self, directory: Path) -> None:
-        from diffusers import SD3Transformer2DModel
-
-        if not (directory / "config.json").is_file():
-            raise RuntimeFailure(
-                f"no fully fine-tuned transformer in {directory}",
-                hint="lora_rank = 0 checkpoints hold a transformer/ folder written by save_lora",
-            )
-        loaded = SD3Transformer2DModel.from_pretrained(directory, **dtype_kwargs(self.dtype))
-        with torch.no_grad():
-            self.transformer.load_state_dict(loaded.state_dict())
-
-    # -- extra adapters (DiffusionNFT's "old" policy) ----------------------------------------------------------
-
-    def add_adapter(self, name: str, *, copy_from: str | None = TRAINED_ADAPTER) -> None:
-        """Add a frozen LoRA adapter with the trained one's config, by default a copy of it."""
-        self._require_adapters(f"adapter {name!r}").add(name, copy_from=copy_from)
-
-    def use_adapter(self, name: str) -> Any:
-        """Context in which forwards use adapter ``name`` (e.g. ``"old"``) instead of the trained one."""
-        return self._require_adapters(f"adapter {name!r}").use(name)
-
-    def blend_adapter(self, target: str, source: str = TRAINED_ADAPTER, *, decay: float) -> None:
-        """``target <- decay * target + (1 - decay) * source`` (DiffusionNFT's old-policy update)."""
-        self._require_adapters(f"adapter {target!r}").blend(target, source, decay=decay)
-
-    def _require_adapters(self, what: str) -> LoraAdapters:
-        if self.adapters is None:
-            raise RuntimeFailure(
-                f"{what} needs LoRA, but this SD3 model fine-tunes the full transformer (lora_rank = 0)",
-                hint="set [model] options.lora_rank > 0, or use a loss without a reference/old policy view",
-            )
-        return self.adapters
-
-    # -- export ------------------------------------------------------------------------------------------------
-
-    def build_pipeline(self) -> Any:
-        """A ``StableDiffusion3Pipeline`` sharing this model's modules (the current policy, LoRA on) with its own
-        scheduler instance, for export, visual checks and tests."""
-        from diffusers import StableDiffusion3Pipeline
-
-        components = dict(self.pipeline.components)
-        scheduler = components["scheduler"]
-        components["scheduler"] = type(scheduler).from_config(scheduler.config)
-        return StableDiffusion3Pipeline(**components)
-
-    def export_pipeline(self, directory: str | Path, *, merged: bool) -> None:
-        """Write the current policy for use without omni-rl (``omni-rl export``).
-
-        ``merged = False``: the trained LoRA as :meth:`save_lora` writes it, for
-        ``StableDiffusion3Pipeline.from_pretrained(base).load_lora_weights(directory)``. ``merged = True``: the
-        whole pipeline (``save_pretrained``) whose transformer has the LoRA fused in and the adapters removed, so
-        ``DiffusionPipeline.from_pretrained(directory)`` loads plain weights that need neither peft nor the base
-        model. Fusing happens on a copy of the transformer (one transformer's worth of extra memory), so this
-        model keeps its adapters and can go on training or sampling.
-        """
-        if not merged:
-            if self.adapters is None:
-                raise RuntimeFailure(
-                    "this SD3 model fine-tunes the full transformer (lora_rank = 0), so there is no LoRA to export",
-                    hint="export the merged pipeline instead (omni-rl export ... --merged)",
-                )
-            self.save_lora(directory)
-            return
-        pipeline = self.build_pipeline()
-        pipeline.transformer = self._merged_transformer()
-        pipeline.save_pretrained(Path(directory), safe_serialization=True)
-
-    def _merged_transformer(self) -> Any:
-        """A copy of the transformer with the trained adapter fused into its weights and every adapter removed."""
-        import copy
-
-        if self.adapters is None:
-            return self.transformer  # full fine-tuning: the weights are already plain
-        merged = copy.deepcopy(self.transformer)
-        others = [name for name in merged.peft_config if name != TRAINED_ADAPTER]
-        if others:  # e.g. DiffusionNFT's "old" policy: not part of the exported model
-            merged.delete_adapters(others)
-        try:
-            merged.fuse_lora(safe_fusing=True, adapter_names=[TRAINED_ADAPTER])
-        except ValueError as error:  # safe_fusing refuses NaN/inf weights rather than writing a broken model
-            raise RuntimeFailure(
-                f"cannot merge the LoRA into the transformer: {error}",
-                hint="the checkpoint holds non-finite LoRA weights; export an earlier step (--step N)",
-            ) from error
-        merged.unload_lora()
-        return merged.requires_grad_(False)
-
-
-def _is_sharded(module: torch.nn.Module) -> bool:
-    from omni_rl.runtime.fsdp import is_sharded
-
-    return any(is_sharded(p) for p in module.parameters())
-
-
-def _resolved(config: SD3Config, path: str) -> SD3Config:
-    """``config`` pointing at the resolved path (so a tiny pipeline is never built twice)."""
-    return attrs.evolve(config, path=path, build_tiny_if_missing=False)
 
 
 def build_sd3_model(config: SD3Config, ctx: BuildContext) -> SD3Model:

@@ -17,9 +17,9 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -161,22 +161,46 @@ def build_tiny_sd3_pipeline(
         use_t5=use_t5,
     )
     shape.check()
+
+    def write(out: Path, scratch: Path) -> None:
+        _random_pipeline(shape, seed=seed, tokenizer_dir=scratch / "tokenizers").save_pretrained(
+            out, safe_serialization=True
+        )
+        _add_portable_tokenizer_files(out, use_t5=shape.use_t5)
+
+    marker = {"builder": "omni_rl_sd3.tiny.build_tiny_sd3_pipeline", "seed": seed, "random_weights": True}
+    return write_tiny_pipeline(path, write, label="SD3", marker=marker, overwrite=overwrite, exist_ok=exist_ok)
+
+
+def write_tiny_pipeline(
+    path: str | os.PathLike[str],
+    write: Callable[[Path, Path], None],
+    *,
+    label: str,
+    marker: dict[str, Any],
+    overwrite: bool,
+    exist_ok: bool,
+) -> Path:
+    """Write a tiny pipeline directory atomically; every model plugin's tiny builder goes through this.
+
+    ``write(out, scratch)`` saves the pipeline into ``out`` (``scratch`` is a folder beside it for temporary
+    files); ``marker`` goes to :data:`TINY_MARKER` next to model_index.json. An existing ``path`` is an error
+    unless ``overwrite`` (replace it) or ``exist_ok`` (keep it, build nothing). The directory appears atomically
+    (built beside it, then renamed), so several workers racing to build the same path all end up loading one
+    complete pipeline."""
     target = Path(path).expanduser()
     if target.exists() and exist_ok and not overwrite:
         return target
     if target.exists() and not overwrite:
         raise ConfigError(
-            f"cannot write a tiny SD3 pipeline to {target}: it already exists",
+            f"cannot write a tiny {label} pipeline to {target}: it already exists",
             hint="choose a new path, or pass overwrite=True to replace it",
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        pipeline = _random_pipeline(shape, seed=seed, tokenizer_dir=staging / "tokenizers")
         out = staging / "pipeline"
-        pipeline.save_pretrained(out, safe_serialization=True)
-        _add_portable_tokenizer_files(out, use_t5=shape.use_t5)
-        marker = {"builder": "omni_rl_sd3.tiny.build_tiny_sd3_pipeline", "seed": seed, "random_weights": True}
+        write(out, staging)
         (out / TINY_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
         _publish(out, target, overwrite=overwrite)
     finally:
@@ -233,7 +257,14 @@ def _random_pipeline(shape: TinySD3Shape, *, seed: int, tokenizer_dir: Path) -> 
         torch.manual_seed(seed * 8 + 0)
         transformer = _transformer(shape)
         torch.manual_seed(seed * 8 + 1)
-        vae = _vae(shape)
+        vae = tiny_vae(
+            shape.vae_block_out_channels,
+            norm_num_groups=shape.vae_norm_num_groups,
+            latent_channels=shape.latent_channels,
+            sample_size=shape.sample_size * shape.vae_scale_factor,
+            scaling_factor=shape.scaling_factor,
+            shift_factor=shape.shift_factor,
+        )
         encoders = []
         for i, hidden in enumerate(shape.clip_hidden_sizes):
             torch.manual_seed(seed * 8 + 2 + i)
@@ -241,7 +272,7 @@ def _random_pipeline(shape: TinySD3Shape, *, seed: int, tokenizer_dir: Path) -> 
         text_encoder_3 = None
         if shape.use_t5:
             torch.manual_seed(seed * 8 + 4)
-            text_encoder_3 = _t5(shape.t5_d_model, shape.text_layers)
+            text_encoder_3 = tiny_t5(shape.t5_d_model, shape.text_layers)
     return StableDiffusion3Pipeline(
         transformer=transformer,
         scheduler=_scheduler(shape.shift),
@@ -276,23 +307,32 @@ def _transformer(shape: TinySD3Shape) -> SD3Transformer2DModel:
     )
 
 
-def _vae(shape: TinySD3Shape) -> AutoencoderKL:
+def tiny_vae(
+    block_out_channels: tuple[int, ...],
+    *,
+    norm_num_groups: int,
+    latent_channels: int,
+    sample_size: int,
+    scaling_factor: float,
+    shift_factor: float,
+) -> AutoencoderKL:
+    """A random SD3/FLUX-style ``AutoencoderKL`` (also the FLUX plugin's tiny VAE)."""
     from diffusers import AutoencoderKL
 
-    blocks = len(shape.vae_block_out_channels)
+    blocks = len(block_out_channels)
     return AutoencoderKL(
         in_channels=3,
         out_channels=3,
         down_block_types=("DownEncoderBlock2D",) * blocks,
         up_block_types=("UpDecoderBlock2D",) * blocks,
-        block_out_channels=shape.vae_block_out_channels,
+        block_out_channels=block_out_channels,
         layers_per_block=1,
-        latent_channels=shape.latent_channels,
-        norm_num_groups=shape.vae_norm_num_groups,
-        sample_size=shape.sample_size * shape.vae_scale_factor,
-        scaling_factor=shape.scaling_factor,
-        shift_factor=shape.shift_factor,
-        # SD3's VAE has no quant convs; keeping that makes the decode path the same as the real one.
+        latent_channels=latent_channels,
+        norm_num_groups=norm_num_groups,
+        sample_size=sample_size,
+        scaling_factor=scaling_factor,
+        shift_factor=shift_factor,
+        # SD3's and FLUX's VAEs have no quant convs; keeping that makes the decode path the same as the real one.
         use_quant_conv=False,
         use_post_quant_conv=False,
     )
@@ -319,7 +359,8 @@ def _clip(hidden: int, layers: int) -> CLIPTextModelWithProjection:
     return CLIPTextModelWithProjection(config).eval()
 
 
-def _t5(d_model: int, layers: int) -> T5EncoderModel:
+def tiny_t5(d_model: int, layers: int) -> T5EncoderModel:
+    """A random T5 encoder for the offline T5 tokenizer (also the FLUX plugin's tiny T5)."""
     from transformers import T5Config, T5EncoderModel
 
     config = T5Config(

@@ -43,6 +43,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+from omni_rl_sd3.tiny import TINY_MARKER
 
 from omni_rl_shapes import read_prompts
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
@@ -316,9 +317,10 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     record["val"] = arch.val_reward(arch.load(built, settings), read_prompts("val"), settings, None)
     run.log(f"kept step {record['transformer']['steps']}; reloaded from disk, val " + json.dumps(record["val"]))
     (built / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    marker = json.loads((built / arch.tiny_marker).read_text(encoding="utf-8"))
+    marker_path = built / TINY_MARKER  # every model plugin's tiny builder writes omni-rl-sd3's marker file
+    marker = json.loads(marker_path.read_text(encoding="utf-8"))
     marker |= {"random_weights": False, "pretrained_by": "omni_rl_shapes.pretrain", "record": RECORD_FILE}
-    (built / arch.tiny_marker).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     run.log(f"pipeline: {_folder_bytes(built) / 2**20:.2f} MiB")
 
 

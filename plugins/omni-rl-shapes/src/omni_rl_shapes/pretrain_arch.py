@@ -55,11 +55,6 @@ class Architecture(Protocol):
     pipeline_class: str
 
     @property
-    def tiny_marker(self) -> str:
-        """The file the tiny builder writes next to model_index.json (marks the weights as tiny ones)."""
-        ...
-
-    @property
     def image_size(self) -> int: ...
 
     def shape_record(self) -> dict[str, Any]: ...
@@ -132,12 +127,6 @@ class Sd3Architecture:
     shape: ModelShape = ModelShape()
     name: str = "sd3"
     pipeline_class: str = "StableDiffusion3Pipeline"
-
-    @property
-    def tiny_marker(self) -> str:
-        from omni_rl_sd3.tiny import TINY_MARKER
-
-        return TINY_MARKER
 
     @property
     def image_size(self) -> int:
@@ -287,12 +276,6 @@ class QwenImageArchitecture:
     latent_size: int = 16
     name: str = "qwen_image"
     pipeline_class: str = "QwenImagePipeline"
-
-    @property
-    def tiny_marker(self) -> str:
-        from omni_rl_qwen_image.tiny import TINY_MARKER
-
-        return TINY_MARKER
 
     @property
     def image_size(self) -> int:

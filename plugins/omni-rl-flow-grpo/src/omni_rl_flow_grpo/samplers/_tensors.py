@@ -6,8 +6,14 @@ on-policy ratio check (MATH.md), so inputs are upcast here before any arithmetic
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
+
+#: log sqrt(2π) rounded through float32 exactly as the reference samplers compute it (a float32 tensor op), so the
+#: constant term of :func:`gaussian_log_prob` matches them bit for bit
+_LOG_SQRT_2PI = float(torch.log(torch.sqrt(2 * torch.as_tensor(math.pi, dtype=torch.float32))))
 
 
 def as_f32(t: Tensor) -> Tensor:
@@ -51,3 +57,10 @@ def next_sample(mean: Tensor, scale: Tensor | None, noise: Tensor | None, prev_s
     if noise is None:
         noise = torch.randn_like(mean)
     return mean + scale * as_f32(noise)
+
+
+def gaussian_log_prob(sample: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """The per-sample log-prob of x' ~ N(μ, std²): mean over every non-batch dim of the exact Gaussian log-density
+    -(x' - μ)²/(2 std²) - log std - log sqrt(2π), with x' detached (MATH.md; ``flow_sde`` and ``dance_sde``)."""
+    log_density = -((sample.detach() - mean) ** 2) / (2 * std**2) - torch.log(std) - _LOG_SQRT_2PI
+    return mean_over_sample(log_density)

@@ -13,8 +13,6 @@ it to the last bit in float32. With a = 0 the mean is exactly the Euler step x +
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -23,15 +21,11 @@ from omni_rl_flow_grpo.config import FlowSDEConfig
 from omni_rl_flow_grpo.samplers._tensors import (
     as_f32,
     flat_per_sample,
-    mean_over_sample,
+    gaussian_log_prob,
     next_sample,
     per_sample,
 )
 from omni_rl_flow_grpo.samplers.windowed import WindowedSampler
-
-#: log sqrt(2π) rounded through float32 exactly as the reference computes it (a float32 tensor op), so the
-#: constant term matches it bit for bit
-_LOG_SQRT_2PI = float(torch.log(torch.sqrt(2 * torch.as_tensor(math.pi, dtype=torch.float32))))
 
 
 class FlowSDESampler(WindowedSampler):
@@ -87,10 +81,7 @@ class FlowSDESampler(WindowedSampler):
         scale = std_dev_t * torch.sqrt(-1 * dt)
         sample = next_sample(mean, scale if self.stochastic else None, noise, prev_sample)
 
-        log_prob = None
-        if self.stochastic:
-            log_density = -((sample.detach() - mean) ** 2) / (2 * scale**2) - torch.log(scale) - _LOG_SQRT_2PI
-            log_prob = mean_over_sample(log_density)
+        log_prob = gaussian_log_prob(sample, mean, scale) if self.stochastic else None
         return SamplerStep(
             sample=sample,
             mean=mean,
