@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from omni_rl.cli import main
+from omni_rl.testing.ray import local_ray
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_dpo.toml"
 DPO_METRICS = (
@@ -27,14 +28,8 @@ DPO_METRICS = (
 @pytest.fixture(scope="module")
 def ray_cluster():
     """One embedded Ray for both runs (a start costs seconds); the runs reuse it."""
-    import ray
-
-    if ray.is_initialized():  # the whole-repo test session already runs one: reuse it
+    with local_ray():  # the whole-repo test session may already run one: then it is reused
         yield
-        return
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _rows(run_dir: Path) -> list[dict]:
