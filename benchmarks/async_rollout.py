@@ -1,18 +1,26 @@
-"""Step time of colocated vs disaggregated rollout, side by side in one Ray session (``nox -s bench_async``).
+"""Colocated vs disaggregated rollout, side by side in one Ray session (``nox -s bench_async``).
 
-Three runs of the sd3_tiny_jpeg example on the CPU, the same steps and seeds: colocated with 2 policy workers,
-1 policy + 1 rollout worker at ``max_staleness = 0`` and at ``1``. Reports the median ``perf/step_s`` (the first
-step left out: start-up), and for the disaggregated runs the median ``perf/weight_sync_s`` and
-``perf/weight_sync_bytes`` per step, as a markdown table. ``--model-path`` points at another random SD3
-directory (e.g. overhead.py's mid-size one) in place of the example's tiny one.
+Two measurements, each printed as markdown for docs/benchmarks.md:
 
-Not here yet: the shapes val-reward comparison of staleness 0 vs 1 on three seeds (not measured).
+``steps`` (the default): three runs of the sd3_tiny_jpeg example on the CPU, the same steps and seeds: colocated
+with 2 policy workers, 1 policy + 1 rollout worker at ``max_staleness = 0`` and at ``1``. For each, the median
+``perf/step_s``, ``perf/rollout_s`` (waiting for the batch) and ``perf/train_s`` (update and weight sync) with the
+first step left out (start-up), and for the disaggregated runs the weight sync's seconds and bytes per step. The
+verdict compares the one-step-off step with max(rollout, update) of the synchronous disaggregated run, the bound
+overlapping the two can reach (target: at most 1.1x). ``--model mid`` builds overhead.py's mid-size random SD3
+(8 layers, width 256) for it; ``--model-path`` takes any SD3 directory.
+
+``shapes``: the Quickstart (Flow-GRPO on the shipped shapes model) synchronous (colocated, 2 workers) and
+one-step-off (1 policy + 1 rollout worker, ``max_staleness = 1``), on the same 2 CPUs, for each ``--seeds``: the
+val reward at equal steps and after the same wall-clock of training (the summed ``perf/step_s``, validation
+excluded), read at the last evaluation inside the shorter run's clock.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -27,6 +35,12 @@ CASES = {
     "disaggregated 1+1, staleness 0": ("cluster.rollout_workers=1",),
     "disaggregated 1+1, staleness 1": ("cluster.rollout_workers=1", "run.max_staleness=1"),
 }
+SHAPES_CASES = {
+    "synchronous (colocated, 2 workers)": ("cluster.workers=2",),
+    "one-step-off (1 policy + 1 rollout worker)": ("cluster.rollout_workers=1", "run.max_staleness=1"),
+}
+#: the verdict's bound: a one-step-off step within 10% of max(rollout, update) of the synchronous run
+OVERLAP_TARGET = 1.1
 
 
 def _run(example: Path, out: Path, sets: list[str]) -> list[dict]:
@@ -43,6 +57,24 @@ def _median(rows: list[dict], key: str) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _cell(value: float, spec: str) -> str:
+    """A table cell: the number, or a dash where the run has no such metric (colocated: no weight sync)."""
+    return "—" if math.isnan(value) else format(value, spec)
+
+
+def overlap_verdict(sync_rows: list[dict], async_rows: list[dict]) -> str:
+    """How close the one-step-off step comes to max(rollout, update) of the synchronous run."""
+    rollout = _median(sync_rows, "perf/rollout_s")
+    update = _median(sync_rows, "perf/reward_s") + _median(sync_rows, "perf/train_s")
+    bound = max(rollout, update)
+    ratio = _median(async_rows, "perf/step_s") / bound
+    met = "meets" if ratio <= OVERLAP_TARGET else "misses"
+    return (
+        f"One-step-off step / max(rollout {rollout:.3f} s, update {update:.3f} s) of the synchronous "
+        f"disaggregated run = **{ratio:.2f}x** ({met} the {OVERLAP_TARGET}x target)."
+    )
+
+
 def step_times(steps: int, model_path: str) -> list[str]:
     import ray
 
@@ -56,23 +88,90 @@ def step_times(steps: int, model_path: str) -> list[str]:
         "log.image_every=0",
         f"model.options.path={model_path}",
     ]
-    lines = ["| case | step s (median) | weight sync s | weight sync bytes |", "|---|---|---|---|"]
+    lines = [
+        "| case | step s (median) | rollout s | update s | weight sync s | weight sync bytes |",
+        "|---|---|---|---|---|---|",
+    ]
+    runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, (label, sets) in enumerate(CASES.items()):
-            rows = _run(example, Path(tmp) / str(k), [*common, *sets])
-            sync = _median(rows, "perf/weight_sync_s")
-            size = _median(rows, "perf/weight_sync_bytes")
-            lines.append(f"| {label} | {_median(rows, 'perf/step_s'):.3f} | {sync:.4f} | {size:,.0f} |")
+            rows = runs[label] = _run(example, Path(tmp) / str(k), [*common, *sets])
+            sync = _cell(_median(rows, "perf/weight_sync_s"), ".4f")
+            size = _cell(_median(rows, "perf/weight_sync_bytes"), ",.0f")
+            update = _median(rows, "perf/reward_s") + _median(rows, "perf/train_s")
+            lines.append(
+                f"| {label} | {_median(rows, 'perf/step_s'):.3f} | {_median(rows, 'perf/rollout_s'):.3f} | "
+                f"{update:.3f} | {sync} | {size} |"
+            )
+    ray.shutdown()
+    sync_label, async_label = list(CASES)[1:]
+    return [*lines, "", overlap_verdict(runs[sync_label], runs[async_label])]
+
+
+def val_at_clock(rows: list[dict], seconds: float) -> tuple[int, float]:
+    """(step, val reward) of the last evaluation whose training clock is within ``seconds``."""
+    from omni_rl.metrics_file import training_clock
+
+    clock = training_clock(rows)
+    evals = [(r["step"], r["val/reward/mean"]) for r in rows if "val/reward/mean" in r]
+    inside = [(s, v) for s, v in evals if clock.get(s, 0.0) <= seconds + 1e-9]
+    return inside[-1] if inside else (0, float("nan"))
+
+
+def shapes_comparison(seeds: list[int], steps: int, keep: Path | None) -> list[str]:
+    import ray
+
+    from omni_rl.metrics_file import training_clock
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    example = ROOT / "docs" / "examples" / "quickstart.toml"
+    common = [f"run.steps={steps}", "run.save_every=0", "cluster.cpus_per_worker=1", "log.image_every=0"]
+    lines = [
+        "| seed | run | base | val at step "
+        f"{steps} | training s | same wall-clock: step | val there | best val (step) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = keep or Path(tmp)
+        for seed in seeds:
+            runs = {
+                label: _run(example, root / f"seed{seed}_{k}", [*common, f"run.seed={seed}", *sets])
+                for k, (label, sets) in enumerate(SHAPES_CASES.items())
+            }
+            budget = min(training_clock(rows)[rows[-1]["step"]] for rows in runs.values())
+            for label, rows in runs.items():
+                evals = {r["step"]: r["val/reward/mean"] for r in rows if "val/reward/mean" in r}
+                at_step, at_clock = val_at_clock(rows, budget)
+                best = max(evals, key=lambda s: evals[s])
+                lines.append(
+                    f"| {seed} | {label} | {evals.get(0, float('nan')):.3f} | {evals.get(steps, float('nan')):.3f} "
+                    f"| {training_clock(rows)[rows[-1]['step']]:.0f} | {at_step} | {at_clock:.3f} | "
+                    f"{evals[best]:.3f} ({best}) |"
+                )
     ray.shutdown()
     return lines
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--model-path", default=str(ROOT / "runs" / "models" / "sd3-tiny"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="?", choices=["steps", "shapes"], default="steps")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: 6; shapes: 60)")
+    parser.add_argument("--model", choices=["tiny", "mid"], default="tiny", help="steps: the SD3 size")
+    parser.add_argument("--model-path", default=None, help="steps: any SD3 directory (overrides --model)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="shapes: run.seed values")
+    parser.add_argument("--keep", type=Path, default=None, help="shapes: keep the run directories here")
     args = parser.parse_args()
-    print("\n".join(step_times(args.steps, args.model_path)))
+    if args.what == "shapes":
+        print("\n".join(shapes_comparison(args.seeds, args.steps or 60, args.keep)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.model_path
+        if path is None and args.model == "mid":
+            from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
+            from overhead import SIZES
+
+            path = str(build_tiny_sd3_pipeline(Path(tmp) / "mid", seed=0, **SIZES["mid"].shape))
+        print("\n".join(step_times(args.steps or 6, path or str(ROOT / "runs" / "models" / "sd3-tiny"))))
 
 
 if __name__ == "__main__":

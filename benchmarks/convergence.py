@@ -30,6 +30,7 @@ CONFIGS = {
     "dance_grpo": "docs/examples/shapes_dance_grpo.toml",
     "grpo_guard": "docs/examples/shapes_grpo_guard.toml",
     "flow_dppo": "docs/examples/shapes_flow_dppo.toml",
+    "flow_grpo_qwen_image": "docs/examples/shapes_qwen_image.toml",
 }
 
 

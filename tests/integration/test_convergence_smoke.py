@@ -97,11 +97,12 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
 
 @pytest.mark.slow
 def test_quickstart_gains_two_tenths(tmp_path: Path, ray_cluster: None) -> None:
-    """The Quickstart as is (about ten minutes on 2 threads): the issue's +0.2 val reward over the base, at the
-    best evaluation, for the shipped seed. Other seeds gain less (docs/benchmarks.md); this keeps the shipped claim
-    executable. Deselected by default (`-m "not slow"`); run with `pytest -m slow`."""
+    """The Quickstart as is (about ten minutes on 2 threads), for the shipped seed: the val reward at least +0.2
+    over the base at its best evaluation and at least +0.15 at its last (issue 21's bars; docs/benchmarks.md has
+    the other seeds). Deselected by default (`-m "not slow"`); run with `pytest -m slow`."""
     out = tmp_path / "run"
     assert main(["run", str(QUICKSTART), "--set", f"run.output_dir={out}"]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     val = [row["val/reward/mean"] for row in sorted(rows, key=lambda r: r["step"]) if "val/reward/mean" in row]
     assert max(val[1:]) - val[0] >= 0.2, val
+    assert val[-1] - val[0] >= 0.15, val

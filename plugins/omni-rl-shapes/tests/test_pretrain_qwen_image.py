@@ -70,6 +70,7 @@ def test_the_run_records_the_architecture_and_its_calibrated_vae(pretrained_qwen
     assert record["arch"] == "qwen_image"
     assert record["model"] == json.loads(json.dumps(attrs.asdict(_small_shape())))
     assert record["image_size"] == 32 and record["transformer"]["steps"] == 2
+    assert record["save_dtype"] == "float32"
     assert 0.0 <= record["val"]["score"] <= 1.0
     vae_config = json.loads((pretrained_qwen / "vae" / "config.json").read_text())
     # the per-channel statistics the run measured are the ones the saved VAE standardises latents with
@@ -79,6 +80,29 @@ def test_the_run_records_the_architecture_and_its_calibrated_vae(pretrained_qwen
     marker = json.loads((pretrained_qwen / "omni_rl_tiny.json").read_text())
     assert marker["random_weights"] is False and marker["record"] == RECORD_FILE
     assert not list(pretrained_qwen.parent.glob(".stage.*"))  # the staging directory is gone
+
+
+def test_float16_saving_halves_the_weights_and_loads_back_exactly_upcast(pretrained_qwen: Path, tmp_path: Path) -> None:
+    """``--save-dtype float16`` (what the shipped Qwen-Image model uses to fit the package's 20 MB): the files hold
+    float16 tensors, and the model plugins' float32 loading gives the float16-rounded weights back exactly."""
+    import torch
+    from diffusers import AutoencoderKLQwenImage, QwenImageTransformer2DModel
+    from omni_rl_shapes.pretrain_arch import save_trained
+    from safetensors import safe_open
+
+    transformer = QwenImageTransformer2DModel.from_pretrained(pretrained_qwen / "transformer")
+    vae = AutoencoderKLQwenImage.from_pretrained(pretrained_qwen / "vae")
+    expected = {k: v.to(torch.float16).float() for k, v in transformer.state_dict().items()}
+    save_trained(transformer, vae, tmp_path, torch.float16)
+    for part in ("transformer", "vae"):
+        with safe_open(str(tmp_path / part / "diffusion_pytorch_model.safetensors"), "pt") as weights:
+            assert {weights.get_tensor(k).dtype for k in weights.keys()} == {torch.float16}  # noqa: SIM118 (not a dict)
+    saved = (tmp_path / "transformer" / "diffusion_pytorch_model.safetensors").stat().st_size
+    full = (pretrained_qwen / "transformer" / "diffusion_pytorch_model.safetensors").stat().st_size
+    assert saved < 0.6 * full
+    loaded = QwenImageTransformer2DModel.from_pretrained(tmp_path / "transformer", torch_dtype=torch.float32)
+    for key, value in loaded.state_dict().items():
+        assert value.dtype == torch.float32 and torch.equal(value, expected[key]), key
 
 
 def test_the_directory_loads_in_diffusers_and_as_the_qwen_image_model_and_samples_alike(pretrained_qwen: Path) -> None:

@@ -77,3 +77,7 @@ def test_a_run_that_ends_on_one_side_of_the_band_keeps_the_closest() -> None:
 
     assert closest_to_band([0.41, 0.52, 0.49], 0.95, 1.0) == 1  # a clean stage aiming past reach: its best
     assert closest_to_band([0.62, 0.61, 0.65], 0.30, 0.36) == 1  # a stray stage still above: its lowest
+    # a clean stage that climbs past the required band keeps its best, not the last evaluation inside [0.3, 0.6]
+    assert closest_to_band([0.54, 0.66, 0.69, 0.68], 0.95, 1.0) == 2
+    # a stage that makes the shipped model still prefers an evaluation inside the required band
+    assert closest_to_band([0.54, 0.66, 0.69], 0.0, 1.0) == 0

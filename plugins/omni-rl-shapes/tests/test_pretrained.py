@@ -1,4 +1,5 @@
-"""The shipped pretrained pipeline: small, loadable by path offline, and its val reward in [0.3, 0.6]."""
+"""The shipped pretrained pipelines (SD3 and Qwen-Image): small, loadable by path offline, and their val reward in
+[0.3, 0.6] as recorded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from omni_rl_shapes.evaluate import RECORD_FILE, read_record, settings_from_record, val_reward
 
 MAX_PACKAGE_BYTES = 20 * 2**20
+ARCHS = ("sd3", "qwen_image")
 
 
 def _bytes(directory: Path) -> int:
@@ -19,14 +21,15 @@ def _bytes(directory: Path) -> int:
 
 def test_package_data_is_at_most_20_mb() -> None:
     package = Path(omni_rl_shapes.__file__).parent
-    assert _bytes(omni_rl_shapes.pretrained_path()) <= MAX_PACKAGE_BYTES
-    assert _bytes(package) <= MAX_PACKAGE_BYTES
+    assert _bytes(package) <= MAX_PACKAGE_BYTES  # both pipelines, the prompts and the code together
 
 
-def test_record_says_how_it_was_trained() -> None:
-    path = omni_rl_shapes.pretrained_path()
+@pytest.mark.parametrize("arch", ARCHS)
+def test_record_says_how_it_was_trained(arch: str) -> None:
+    path = omni_rl_shapes.pretrained_path(arch)
     record = read_record(path)
     assert record["command"].startswith("python -m omni_rl_shapes.pretrain")
+    assert record.get("arch", "sd3") == arch
     assert {"seed", "wall_time_s", "transformer", "vae", "sampling", "val", "evals"} <= set(record)
     assert record["transformer"]["steps"] > 0
     # each continued stage names the one it started from, back to the from-scratch stage with the VAE recipe
@@ -47,6 +50,11 @@ def test_sd3_plugin_accepts_the_directory() -> None:
     check_pipeline_dir(omni_rl_shapes.pretrained_path())
 
 
+def test_an_unknown_architecture_is_named() -> None:
+    with pytest.raises(ValueError, match="arch must be one of"):
+        omni_rl_shapes.pretrained_path("flux")
+
+
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     """One torch thread: on a shared machine two threads stall each other at every barrier (4x slower here)."""
@@ -59,7 +67,7 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_val_reward_is_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sd3_val_reward_is_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
     """Re-measure what the record claims, with the recorded sampling settings (about 20 s on one core)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from diffusers import StableDiffusion3Pipeline
@@ -71,4 +79,28 @@ def test_val_reward_is_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
     metrics = val_reward(pipe, omni_rl_shapes.read_prompts("val"), settings_from_record(record))
     assert 0.3 <= metrics["score"] <= 0.6
     # the same number as recorded, up to float differences between machines and thread counts
+    assert metrics["score"] == pytest.approx(record["val"]["score"], abs=0.03)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_qwen_image_val_reward_is_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for the Qwen-Image pipeline, loaded as the ``qwen_image`` model by its package path (the loader
+    a run uses; float16 weights upcast to float32) and sampled as the pretraining evaluated it (~8 s)."""
+    pytest.importorskip("omni_rl_qwen_image")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from omni_rl_shapes.evaluate import model_val_reward
+
+    import omni_rl
+    from omni_rl.context import BuildContext
+
+    record = read_record(omni_rl_shapes.pretrained_path("qwen_image"))
+    settings = settings_from_record(record)
+    options = {
+        "path": "package:omni_rl_shapes:pretrained_qwen_image",
+        "lora_rank": 0,
+        "max_sequence_length": settings.max_sequence_length,
+    }
+    model = omni_rl.build("model", "qwen_image", options, BuildContext(device="cpu"))
+    metrics = model_val_reward(model, omni_rl_shapes.read_prompts("val"), settings)
+    assert 0.3 <= metrics["score"] <= 0.6
     assert metrics["score"] == pytest.approx(record["val"]["score"], abs=0.03)

@@ -1,4 +1,5 @@
-"""Shapes: a CPU-sized text-to-image RL benchmark for omni-rl (renderer, verifier reward, pretrained tiny SD3).
+"""Shapes: a CPU-sized text-to-image RL benchmark for omni-rl (renderer, verifier reward, pretrained tiny SD3
+and Qwen-Image pipelines).
 
 This module stays import-light (``hooks.py`` imports it): the renderer, verifier and pretraining code live in
 their own modules and pull in numpy / PIL / torch only when imported.
@@ -22,15 +23,22 @@ def read_prompts(split: str) -> list[str]:
     return (_PACKAGE_DIR / "prompts" / f"{split}.txt").read_text(encoding="utf-8").splitlines()
 
 
-def pretrained_path() -> Path:
-    """Directory of the shipped tiny SD3 pipeline (diffusers ``save_pretrained`` layout), for loading by path.
+#: the shipped pretrained pipelines, by architecture (``package:omni_rl_shapes:<directory>`` in a config)
+PRETRAINED_DIRS = {"sd3": "pretrained", "qwen_image": "pretrained_qwen_image"}
 
-    Raises ``FileNotFoundError`` when the package was built without it (run ``python -m
-    omni_rl_shapes.pretrain --out <package>/pretrained`` to create it).
+
+def pretrained_path(arch: str = "sd3") -> Path:
+    """Directory of the shipped tiny pipeline of ``arch`` (``"sd3"``: ``StableDiffusion3Pipeline``;
+    ``"qwen_image"``: ``QwenImagePipeline``), in diffusers ``save_pretrained`` layout, for loading by path.
+
+    Raises ``FileNotFoundError`` when the package was built without it (``python -m omni_rl_shapes.pretrain``
+    with ``--arch`` writes one; the plugin README has the recipe).
     """
-    path = _PACKAGE_DIR / "pretrained"
+    if arch not in PRETRAINED_DIRS:
+        raise ValueError(f"arch must be one of {sorted(PRETRAINED_DIRS)}, got {arch!r}")
+    path = _PACKAGE_DIR / PRETRAINED_DIRS[arch]
     if not (path / "model_index.json").is_file():
         raise FileNotFoundError(
-            f"no pretrained shapes pipeline at {path}; create it with python -m omni_rl_shapes.pretrain"
+            f"no pretrained shapes pipeline at {path}; create it with python -m omni_rl_shapes.pretrain --arch {arch}"
         )
     return path

@@ -39,6 +39,8 @@ from omni_rl_shapes.pretrain_vae import calibrate_latents, encode, to_tensor
 
 #: the values of ``--arch``
 ARCHITECTURES = ("sd3", "qwen_image")
+#: the values of ``--save-dtype``
+SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 #: what to install for ``--arch qwen_image`` (the optional extra of omni-rl-shapes)
 QWEN_IMAGE_INSTALL_HINT = "pip install 'omni-rl-shapes[qwen-image]' (or pip install -e plugins/omni-rl-qwen-image)"
@@ -79,7 +81,20 @@ class Architecture(Protocol):
         self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
     ) -> dict[str, float]: ...
 
-    def save(self, handle: Any, directory: Path) -> None: ...
+    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
+        """Write the trained transformer and VAE over the directory's, cast to ``dtype`` (the run is over)."""
+
+
+def save_trained(transformer: Any, vae: Any, directory: Path, dtype: Any) -> None:
+    """Save the transformer and VAE in ``dtype``; they are cast in place, so this is the run's last use of them.
+
+    float16 halves what ships; the loaders (``from_pretrained`` with ``torch_dtype=float32``, the model plugins'
+    default) upcast it exactly, so the pipeline then computes with the float16-rounded weights in float32.
+    """
+    for name, module in (("transformer", transformer), ("vae", vae)):
+        if module.dtype != dtype:  # diffusers warns on every .to(dtype), a no-op one too
+            module.to(dtype)
+        module.save_pretrained(directory / name, safe_serialization=True)
 
 
 def architecture(name: str) -> Architecture:
@@ -184,9 +199,8 @@ class Sd3Architecture:
     ) -> dict[str, float]:
         return val_reward(handle, prompts, sampling, grid_path=grid_path)
 
-    def save(self, handle: Any, directory: Path) -> None:
-        handle.transformer.save_pretrained(directory / "transformer", safe_serialization=True)
-        handle.vae.save_pretrained(directory / "vae", safe_serialization=True)
+    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
+        save_trained(handle.transformer, handle.vae, directory, dtype)
 
 
 def _sd3_prompt_embeddings(pipe: Any, prompts: Sequence[str], max_sequence_length: int) -> tuple[Any, Any]:
@@ -364,6 +378,5 @@ class QwenImageArchitecture:
     ) -> dict[str, float]:
         return model_val_reward(handle, prompts, sampling, grid_path=grid_path)
 
-    def save(self, handle: Any, directory: Path) -> None:
-        handle.transformer.save_pretrained(directory / "transformer", safe_serialization=True)
-        handle.vae.save_pretrained(directory / "vae", safe_serialization=True)
+    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
+        save_trained(handle.transformer, handle.vae, directory, dtype)
