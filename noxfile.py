@@ -112,16 +112,19 @@ def bench_async(session: nox.Session) -> None:
 
 @nox.session(venv_params=["--system-site-packages"])
 def bench_gpu(session: nox.Session) -> None:
-    """GPU rows only (SD3.5-Medium-sized random model, 512 px, bfloat16): images/s, update time, the device.
+    """GPU rows only (SD3.5-Medium-sized random model, 512 px, bfloat16): images/s, update time, the device, and
+    colocated vs disaggregated rollout at staleness 0 and 1 on the same GPUs.
 
     Torch is not pinned: the venv sees the system's site-packages, so a CUDA torch already installed there (a
     CUDA container image, say) is used as is; without one, pip installs PyPI's default (CUDA) build. Only the
-    GPU section of docs/benchmarks.md is rewritten; the CPU sections stay as they are.
+    GPU sections of docs/benchmarks.md are rewritten; the CPU sections stay as they are.
     """
     session.install("-e", ".[train]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
     env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}  # the host side may use every core
     out = ["--out", "docs/benchmarks.md"]
     session.run("python", "benchmarks/overhead.py", "--device", "cuda", *out, *session.posargs, env=env)
+    # colocated vs disaggregated rollout on the same GPUs (its own section)
+    session.run("python", "benchmarks/async_rollout.py", "--device", "cuda", *out, env=env)
 
 
 @nox.session

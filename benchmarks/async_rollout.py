@@ -10,6 +10,11 @@ verdict compares the one-step-off step with max(rollout, update) of the synchron
 overlapping the two can reach (target: at most 1.1x). ``--model mid`` builds overhead.py's mid-size random SD3
 (8 layers, width 256) for it; ``--model-path`` takes any SD3 directory.
 
+``--device cuda`` (``nox -s bench_gpu``): the same three kinds of run on GPUs, bf16, on overhead.py's random
+SD3.5-Medium-sized model at 512 px (2 prompts x 8 images, 10 rollout steps, CFG 4.5): colocated on every GPU, and
+the GPUs split between policy and rollout workers (on one GPU, each side gets half of it), written to the GPU
+section of docs/benchmarks.md.
+
 ``shapes``: the Quickstart (Flow-GRPO on the shipped shapes model) synchronous (colocated, 2 workers) and
 one-step-off (1 policy + 1 rollout worker, ``max_staleness = 1``), on the same 2 CPUs, for each ``--seeds``: the
 val reward at equal steps and after the same wall-clock of training (the summed ``perf/step_s``, validation
@@ -24,6 +29,7 @@ import math
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,6 +45,7 @@ SHAPES_CASES = {
     "synchronous (colocated, 2 workers)": ("cluster.workers=2",),
     "one-step-off (1 policy + 1 rollout worker)": ("cluster.rollout_workers=1", "run.max_staleness=1"),
 }
+GPU_HEADING = "## Colocated vs disaggregated rollout on GPUs (`nox -s bench_gpu`)"
 #: the verdict's bound: a one-step-off step within 10% of max(rollout, update) of the synchronous run
 OVERLAP_TARGET = 1.1
 
@@ -75,10 +82,45 @@ def overlap_verdict(sync_rows: list[dict], async_rows: list[dict]) -> str:
     )
 
 
-def step_times(steps: int, model_path: str) -> list[str]:
+def gpu_cases(gpus: int) -> dict[str, tuple[str, ...]]:
+    """Colocated on every GPU, and the GPUs split between policy and rollout workers (half a GPU each on one)."""
+    if gpus < 2:
+        share = ("cluster.gpus_per_worker=0.5", "cluster.rollout_gpus_per_worker=0.5", "cluster.rollout_workers=1")
+        return {
+            "colocated, 1 worker (1 GPU)": ("cluster.gpus_per_worker=1",),
+            "disaggregated 1+1 (half a GPU each), staleness 0": share,
+            "disaggregated 1+1 (half a GPU each), staleness 1": (*share, "run.max_staleness=1"),
+        }
+    policy, rollout = gpus - gpus // 2, gpus // 2
+    split = (f"cluster.workers={policy}", f"cluster.rollout_workers={rollout}", "cluster.gpus_per_worker=1")
+    return {
+        f"colocated, {gpus} workers": (f"cluster.workers={gpus}", "cluster.gpus_per_worker=1"),
+        f"disaggregated {policy}+{rollout}, staleness 0": split,
+        f"disaggregated {policy}+{rollout}, staleness 1": (*split, "run.max_staleness=1"),
+    }
+
+
+#: the GPU runs' settings (overhead.py's GPU setting in shape: Flow-GRPO's SD3.5-Medium recipe, bf16)
+GPU_SETS = (
+    "model.options.dtype=bfloat16",
+    "rollout.options.height=512",
+    "rollout.options.width=512",
+    "rollout.options.steps=10",
+    "rollout.options.cfg=4.5",
+    "rollout.options.batch_size=8",
+    "optim.micro_batch=4",
+    "cluster.cpus_per_worker=2",
+)
+
+
+def step_times(
+    steps: int, model_path: str, cases: dict[str, tuple[str, ...]] = CASES, gpus: int = 0, extra: tuple[str, ...] = ()
+) -> list[str]:
     import ray
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # CPU runs: 2 CPUs whatever the machine has, so the cases compare on the same budget; GPU runs: every GPU
+    cpus = max(2, os.cpu_count() or 2) if gpus else 2
+    ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
     example = ROOT / "docs" / "examples" / "sd3_tiny_jpeg.toml"
     common = [
         f"run.steps={steps}",
@@ -87,6 +129,7 @@ def step_times(steps: int, model_path: str) -> list[str]:
         "data.prompts_per_step=2",
         "log.image_every=0",
         f"model.options.path={model_path}",
+        *extra,
     ]
     lines = [
         "| case | step s (median) | rollout s | update s | weight sync s | weight sync bytes |",
@@ -94,7 +137,7 @@ def step_times(steps: int, model_path: str) -> list[str]:
     ]
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for k, (label, sets) in enumerate(CASES.items()):
+        for k, (label, sets) in enumerate(cases.items()):
             rows = runs[label] = _run(example, Path(tmp) / str(k), [*common, *sets])
             sync = _cell(_median(rows, "perf/weight_sync_s"), ".4f")
             size = _cell(_median(rows, "perf/weight_sync_bytes"), ",.0f")
@@ -104,8 +147,34 @@ def step_times(steps: int, model_path: str) -> list[str]:
                 f"{update:.3f} | {sync} | {size} |"
             )
     ray.shutdown()
-    sync_label, async_label = list(CASES)[1:]
+    sync_label, async_label = list(cases)[1:]
     return [*lines, "", overlap_verdict(runs[sync_label], runs[async_label])]
+
+
+def gpu_section(steps: int, out: Path) -> list[str]:
+    """The GPU rows on overhead.py's SD3.5-Medium-sized model, written as their own section of ``out``."""
+    import torch
+    from overhead import build_pipeline, cuda_unavailable_reason
+    from report import replace_section
+
+    if reason := cuda_unavailable_reason():
+        raise SystemExit(f"async_rollout.py --device cuda: {reason}")
+    gpus = torch.cuda.device_count()
+    name = torch.cuda.get_device_name(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_pipeline("sd35m", Path(tmp))
+        lines = step_times(steps, str(path), gpu_cases(gpus), gpus, GPU_SETS)
+    section = [
+        GPU_HEADING,
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} on {gpus} x {name}, torch {torch.__version__}: overhead.py's random",
+        "SD3.5-Medium-sized model, bf16, 512 px, 2 prompts x 8 images, 10 rollout steps, CFG 4.5; medians of steps",
+        f"2-{steps} (`perf/step_s`, `perf/rollout_s`, `perf/reward_s` + `perf/train_s`).",
+        "",
+        *lines,
+    ]
+    replace_section(out, GPU_HEADING, "\n".join(section))
+    return lines
 
 
 def val_at_clock(rows: list[dict], seconds: float) -> tuple[int, float]:
@@ -160,7 +229,12 @@ def main() -> None:
     parser.add_argument("--model-path", default=None, help="steps: any SD3 directory (overrides --model)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="shapes: run.seed values")
     parser.add_argument("--keep", type=Path, default=None, help="shapes: keep the run directories here")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="steps: cuda writes the GPU rows")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="cuda: the report")
     args = parser.parse_args()
+    if args.device == "cuda":
+        print("\n".join(gpu_section(args.steps or 6, args.out)))
+        return
     if args.what == "shapes":
         print("\n".join(shapes_comparison(args.seeds, args.steps or 60, args.keep)))
         return

@@ -52,3 +52,18 @@ def test_val_after_the_same_wall_clock_is_the_last_evaluation_inside_it(bench: M
     assert bench.val_at_clock(rows, 5.0) == (0, pytest.approx(0.3))  # only the base inside the budget
     step, value = bench.val_at_clock(rows[1:], 5.0)
     assert step == 0 and math.isnan(value)
+
+
+def test_gpu_cases_split_the_gpus_between_policy_and_rollout_workers(bench: ModuleType) -> None:
+    colocated, staleness_0, staleness_1 = bench.gpu_cases(1).values()
+    assert colocated == ("cluster.gpus_per_worker=1",)
+    assert "cluster.rollout_gpus_per_worker=0.5" in staleness_0
+    assert staleness_1 == (*staleness_0, "run.max_staleness=1")
+    eight = bench.gpu_cases(8)
+    assert list(eight) == [
+        "colocated, 8 workers",
+        "disaggregated 4+4, staleness 0",
+        "disaggregated 4+4, staleness 1",
+    ]
+    assert "cluster.rollout_workers=4" in eight["disaggregated 4+4, staleness 1"]
+    assert list(bench.gpu_cases(3))[1] == "disaggregated 2+1, staleness 0"
