@@ -4,8 +4,9 @@
 - ``tests``: the core's tests, every first-party plugin's tests, and the integration tests (all plugins installed).
 - ``integration``: only tests/integration (end-to-end runs through the CLI and Ray).
 - ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
-- ``bench``: overhead benchmarks written to docs/benchmarks.md.
-- ``bench_gpu``: the one-GPU rows of the overhead benchmark (needs a CUDA device), into their own section.
+- ``bench``: overhead benchmarks written to docs/benchmarks.md, and colocated vs one-step-off rollout (printed).
+- ``bench_gpu``: the GPU rows of the overhead and rollout-placement benchmarks (needs a CUDA device),
+  each in its own section.
 
 Torch is pinned to the CPU build in the same pip command as everything else: an unpinned torch makes pip pull
 the newest CUDA build (GBs). The install fails loudly if a CUDA torch or any nvidia-* package slipped in.
@@ -99,8 +100,11 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
+    """CPU rows: the per-step overhead (written to docs/benchmarks.md), then colocated vs disaggregated rollout on
+    the mid-size model with the one-step-off verdict (printed; `nox -s bench_async` runs its other cases)."""
     install_all(session)
     session.run("python", "benchmarks/overhead.py", "--out", "docs/benchmarks.md", *session.posargs, env=TEST_ENV)
+    session.run("python", "benchmarks/async_rollout.py", "--model", "mid", env=TEST_ENV)
 
 
 @nox.session
