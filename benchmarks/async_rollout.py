@@ -24,7 +24,6 @@ excluded), read at the last evaluation inside the shorter run's clock.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -48,15 +47,6 @@ SHAPES_CASES = {
 GPU_HEADING = "## Colocated vs disaggregated rollout on GPUs (`nox -s bench_gpu`)"
 #: the verdict's bound: a one-step-off step within 10% of max(rollout, update) of the synchronous run
 OVERLAP_TARGET = 1.1
-
-
-def _run(example: Path, out: Path, sets: list[str]) -> list[dict]:
-    from omni_rl.cli import main
-
-    argv = ["run", str(example), *[a for s in [f"run.output_dir={out}", *sets] for a in ("--set", s)]]
-    if main(argv) != 0:
-        raise SystemExit(f"run failed: {argv}")
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def _median(rows: list[dict], key: str) -> float:
@@ -118,6 +108,8 @@ def step_times(
 ) -> list[str]:
     import ray
 
+    from omni_rl.testing.runs import run_config
+
     # CPU runs: 2 CPUs whatever the machine has, so the cases compare on the same budget; GPU runs: every GPU
     cpus = max(2, os.cpu_count() or 2) if gpus else 2
     ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False, log_to_driver=False)
@@ -138,7 +130,7 @@ def step_times(
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, (label, sets) in enumerate(cases.items()):
-            rows = runs[label] = _run(example, Path(tmp) / str(k), [*common, *sets])
+            rows = runs[label] = run_config(example, Path(tmp) / str(k), [*common, *sets])
             sync = _cell(_median(rows, "perf/weight_sync_s"), ".4f")
             size = _cell(_median(rows, "perf/weight_sync_bytes"), ",.0f")
             update = _median(rows, "perf/reward_s") + _median(rows, "perf/train_s")
@@ -191,31 +183,32 @@ def shapes_comparison(seeds: list[int], steps: int, keep: Path | None) -> list[s
     import ray
 
     from omni_rl.metrics_file import training_clock
+    from omni_rl.run_summary import score_summary
+    from omni_rl.testing.runs import run_config
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     example = ROOT / "docs" / "examples" / "quickstart.toml"
     common = [f"run.steps={steps}", "run.save_every=0", "cluster.cpus_per_worker=1", "log.image_every=0"]
     lines = [
-        "| seed | run | base | val at step "
-        f"{steps} | training s | same wall-clock: step | val there | best val (step) |",
+        f"| seed | run | base | val at step {steps} | training s | same wall-clock: step | val there "
+        "| best val (step) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         root = keep or Path(tmp)
         for seed in seeds:
             runs = {
-                label: _run(example, root / f"seed{seed}_{k}", [*common, f"run.seed={seed}", *sets])
+                label: run_config(example, root / f"seed{seed}_{k}", [*common, f"run.seed={seed}", *sets])
                 for k, (label, sets) in enumerate(SHAPES_CASES.items())
             }
-            budget = min(training_clock(rows)[rows[-1]["step"]] for rows in runs.values())
+            trained = {label: training_clock(rows)[rows[-1]["step"]] for label, rows in runs.items()}
+            budget = min(trained.values())
             for label, rows in runs.items():
-                evals = {r["step"]: r["val/reward/mean"] for r in rows if "val/reward/mean" in r}
+                val = score_summary(rows, "val/reward/mean")  # base, best after it (and its step), final
                 at_step, at_clock = val_at_clock(rows, budget)
-                best = max(evals, key=lambda s: evals[s])
                 lines.append(
-                    f"| {seed} | {label} | {evals.get(0, float('nan')):.3f} | {evals.get(steps, float('nan')):.3f} "
-                    f"| {training_clock(rows)[rows[-1]['step']]:.0f} | {at_step} | {at_clock:.3f} | "
-                    f"{evals[best]:.3f} ({best}) |"
+                    f"| {seed} | {label} | {val.base:.3f} | {val.final:.3f} | {trained[label]:.0f} | {at_step} "
+                    f"| {at_clock:.3f} | {val.best:.3f} ({val.best_step}) |"
                 )
     ray.shutdown()
     return lines

@@ -4,11 +4,10 @@ steps, with two optimizer steps per training step as the example takes."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from omni_rl.cli import main
+from omni_rl.testing.runs import run_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -31,10 +30,7 @@ SHRINK = (
 
 
 def test_three_steps_of_the_example(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    sets = [f"run.output_dir={out}", *SHRINK]
-    assert main(["run", str(EXAMPLE), *[arg for s in sets for arg in ("--set", s)]]) == 0
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = run_config(EXAMPLE, tmp_path / "run", SHRINK)
     assert [row["step"] for row in rows] == [1, 2, 3]
     keys = ["policy_loss", "ratio_mean", "ratio_std", "ppo_kl", "dppo_masked_fraction", "kl_new_old"]
     keys += [f"ratio_mean/step_{j}" for j in (0, 1)]

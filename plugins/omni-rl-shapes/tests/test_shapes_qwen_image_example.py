@@ -5,7 +5,6 @@ measured in docs/benchmarks.md (`nox -s convergence`)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from omni_rl.cli import main
 from omni_rl.testing.ray import local_ray
+from omni_rl.testing.runs import run_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -42,13 +42,8 @@ def test_the_example_passes_check() -> None:
 
 def test_two_steps_of_the_example(tmp_path: Path) -> None:
     pytest.importorskip("omni_rl_qwen_image")
-    out = tmp_path / "run"
-    sets = [f"run.output_dir={out}", *SHRINK]
     with local_ray():
-        assert main(["run", str(EXAMPLE), *[arg for s in sets for arg in ("--set", s)]]) == 0
-    rows = sorted(
-        (json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()), key=lambda r: r["step"]
-    )
+        rows = run_config(EXAMPLE, tmp_path / "run", SHRINK)
     assert [row["step"] for row in rows] == [0, 1, 2]
     base = rows[0]["val/reward/mean"]
     assert 0.1 <= base <= 0.7  # the shipped model draws shapes (48 val images: noisy around its recorded ~0.3-0.4)

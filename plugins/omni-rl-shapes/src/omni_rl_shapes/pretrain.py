@@ -48,7 +48,7 @@ from omni_rl_sd3.tiny import TINY_MARKER
 from omni_rl_shapes import read_prompts
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
 from omni_rl_shapes.flow_matching import FlowMatchingTrainer, FlowTraining
-from omni_rl_shapes.pretrain_arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture
+from omni_rl_shapes.pretrain_arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture, save_trained
 from omni_rl_shapes.pretrain_vae import VAETraining, train_vae
 from omni_rl_shapes.render import render, render_with_stray
 from omni_rl_shapes.verify import verify
@@ -324,7 +324,7 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     import torch
 
     arch.transformer(handle).load_state_dict(run.snapshots[run.chosen])
-    arch.save(handle, built, getattr(torch, run.args.save_dtype))
+    save_trained(handle.transformer, handle.vae, built, getattr(torch, run.args.save_dtype))
     settings = SamplingSettings(**record["sampling"])
     record["val"] = arch.val_reward(arch.load(built, settings), read_prompts("val"), settings, None)
     run.log(f"kept step {record['transformer']['steps']}; reloaded from disk, val " + json.dumps(record["val"]))

@@ -81,12 +81,10 @@ class Architecture(Protocol):
         self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
     ) -> dict[str, float]: ...
 
-    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
-        """Write the trained transformer and VAE over the directory's, cast to ``dtype`` (the run is over)."""
-
 
 def save_trained(transformer: Any, vae: Any, directory: Path, dtype: Any) -> None:
-    """Save the transformer and VAE in ``dtype``; they are cast in place, so this is the run's last use of them.
+    """Save the transformer and VAE (every architecture's handle has both as ``.transformer`` / ``.vae``) in
+    ``dtype`` over the pipeline directory's; they are cast in place, so this is the run's last use of them.
 
     float16 halves what ships; the loaders (``from_pretrained`` with ``torch_dtype=float32``, the model plugins'
     default) upcast it exactly, so the pipeline then computes with the float16-rounded weights in float32.
@@ -198,9 +196,6 @@ class Sd3Architecture:
         self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
     ) -> dict[str, float]:
         return val_reward(handle, prompts, sampling, grid_path=grid_path)
-
-    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
-        save_trained(handle.transformer, handle.vae, directory, dtype)
 
 
 def _sd3_prompt_embeddings(pipe: Any, prompts: Sequence[str], max_sequence_length: int) -> tuple[Any, Any]:
@@ -377,6 +372,3 @@ class QwenImageArchitecture:
         self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
     ) -> dict[str, float]:
         return model_val_reward(handle, prompts, sampling, grid_path=grid_path)
-
-    def save(self, handle: Any, directory: Path, dtype: Any) -> None:
-        save_trained(handle.transformer, handle.vae, directory, dtype)
