@@ -15,7 +15,7 @@ SD3.5-Medium-sized model at 512 px (2 prompts x 8 images, 10 rollout steps, CFG 
 the GPUs split between policy and rollout workers (on one GPU, each side gets half of it), written to the GPU
 section of docs/benchmarks.md.
 
-``shapes``: the Quickstart (Flow-GRPO on the shipped shapes model) synchronous (colocated, 2 workers) and
+``shapes``: the SD3 shapes example (Flow-GRPO, docs/examples/shapes_sd3.toml) synchronous (colocated, 2 workers) and
 one-step-off (1 policy + 1 rollout worker, ``max_staleness = 1``), on the same 2 CPUs, for each ``--seeds``: the
 val reward at equal steps and after the same wall-clock of training (the summed ``perf/step_s``, validation
 excluded), read at the last evaluation inside the shorter run's clock.
@@ -187,7 +187,7 @@ def shapes_comparison(seeds: list[int], steps: int, keep: Path | None) -> list[s
     from omni_rl.testing.runs import run_config
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    example = ROOT / "docs" / "examples" / "quickstart.toml"
+    example = ROOT / "docs" / "examples" / "shapes_sd3.toml"
     common = [f"run.steps={steps}", "run.save_every=0", "cluster.cpus_per_worker=1", "log.image_every=0"]
     lines = [
         f"| seed | run | base | val at step {steps} | training s | same wall-clock: step | val there "

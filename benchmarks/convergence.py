@@ -23,6 +23,7 @@ ROOT = Path(__file__).parents[1]
 HEADING = "## Convergence on shapes (`nox -s convergence`)"
 CONFIGS = {
     "flow_grpo": "docs/examples/quickstart.toml",
+    "flow_grpo_sd3": "docs/examples/shapes_sd3.toml",
     "dpo": "docs/examples/shapes_dpo.toml",
     "diffusion_nft": "docs/examples/shapes_diffusion_nft.toml",
     "awm": "docs/examples/shapes_awm.toml",
@@ -30,7 +31,6 @@ CONFIGS = {
     "dance_grpo": "docs/examples/shapes_dance_grpo.toml",
     "grpo_guard": "docs/examples/shapes_grpo_guard.toml",
     "flow_dppo": "docs/examples/shapes_flow_dppo.toml",
-    "flow_grpo_qwen_image": "docs/examples/shapes_qwen_image.toml",
 }
 
 

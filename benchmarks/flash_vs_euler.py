@@ -1,17 +1,16 @@
 """MixGRPO-Flash on shapes (`nox -s flash`): does DPM-Solver++(2M) reach Euler's quality with fewer steps?
 
-MixGRPO-Flash (Li et al., 2025) samples the steps outside the SDE window with DPM-Solver++(2M) so that a rollout
-needs fewer model calls. This measures what that buys on the shapes benchmark before any training: the base
-model's val reward (the quickstart's validation set, 48 prompts x 3 images with the seeds the trainer's validation
-draws for run.seed 0, CFG 4.5, 32 px) when every step is deterministic and solved by Euler or by DPM-Solver++(2M)
-at 6, 8, 10 and 20 steps. Both solvers start from the same x_T per image, so the reward difference is paired.
-The latent RMSE to an 80-step DPM-Solver++(2M) solution says how far each is from the ODE's end point. Both
-solvers cost the same per step (one model call, two with CFG; the solver's arithmetic is negligible), so steps are
-the cost.
+MixGRPO-Flash (Li et al., 2025) samples the steps outside the SDE window with DPM-Solver++(2M) so that a rollout needs
+fewer model calls. This measures what that buys on the shapes benchmark before any training: the base model's val reward
+(docs/examples/shapes_sd3.toml's validation set, 48 prompts x 3 images with the seeds the trainer's validation draws for
+run.seed 0, CFG 4.5, 32 px) when every step is deterministic and solved by Euler or by DPM-Solver++(2M) at 6, 8, 10 and
+20 steps. Both solvers start from the same x_T per image, so the reward difference is paired. The latent RMSE to an
+80-step DPM-Solver++(2M) solution says how far each is from the ODE's end point. Both solvers cost the same per step
+(one model call, two with CFG; the solver's arithmetic is negligible), so steps are the cost.
 
 The rollout goes through the diffusers backend in training mode with ``flow_sde`` at noise level 0: no step is
-stochastic, so every step takes the sampler's ``deterministic_solver()``, exactly as a MixGRPO rollout's steps
-outside its window do. Writes its table into docs/benchmarks.md (its own section).
+stochastic, so every step takes the sampler's ``deterministic_solver()``, exactly as a MixGRPO rollout's steps outside
+its window do. Writes its table into docs/benchmarks.md (its own section).
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def validation_set(config: object) -> tuple[list[object], list[int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="docs/examples/quickstart.toml", help="model, val set, CFG and size")
+    parser.add_argument("--config", default="docs/examples/shapes_sd3.toml", help="model, val set, CFG and size")
     parser.add_argument("--steps", default="6,8,10,20")
     parser.add_argument("--out", default="docs/benchmarks.md", help="markdown file whose section is rewritten")
     args = parser.parse_args()

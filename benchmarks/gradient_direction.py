@@ -7,7 +7,8 @@ prompts, then moves the LoRA weights a fixed distance along it and along its opp
 many fixed-seed ODE samples. A correct gradient raises the reward one way and lowers it the other; it also tells
 how much reward one well-aimed step of a given size buys, which bounds what a noisy 32-image step can do.
 
-Uses the config's model, sampler and rollout (the quickstart by default) through the same worker code a run uses.
+Uses the config's model, sampler and rollout (docs/examples/shapes_sd3.toml by default) through the same worker
+code a run uses.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ PROMPTS = (
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default="docs/examples/quickstart.toml")
+    parser.add_argument("--config", default="docs/examples/shapes_sd3.toml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--batches", type=int, default=16, help="rollout batches the gradient is averaged over")
     parser.add_argument("--eval-images", type=int, default=256)

@@ -1,6 +1,6 @@
-"""benchmarks/flash_vs_euler.py scores the quickstart's own validation: the same prompts, in the same order, with
-the same per-image seeds as the trainer's validation at step 0 (so its 10-step Euler row is the quickstart's base
-val reward)."""
+"""benchmarks/flash_vs_euler.py scores the SD3 shapes example's own validation: the same prompts, in the same
+order, with the same per-image seeds as the trainer's validation at step 0 (so its 10-step Euler row is that
+example's base val reward)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_benchmark_samples_the_trainers_validation_set(monkeypatch: pytest.M
 
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # as `python benchmarks/flash_vs_euler.py` has it
     bench = importlib.import_module("flash_vs_euler")
-    config = load_config(ROOT / "docs" / "examples" / "quickstart.toml", [f"run.output_dir={tmp_path}"])
+    config = load_config(ROOT / "docs" / "examples" / "shapes_sd3.toml", [f"run.output_dir={tmp_path}"])
     group = CapturingGroup()
     Trainer(config).validate(group, 0, tmp_path)  # type: ignore[arg-type]
     records, seeds = bench.validation_set(config)

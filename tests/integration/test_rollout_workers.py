@@ -96,7 +96,7 @@ def test_diffusion_nft_disaggregated_staleness_0_reproduces_the_colocated_run(
     example = Path(__file__).parents[2] / "docs" / "examples" / "shapes_diffusion_nft.toml"
 
     def run(out: Path, *extra: str) -> list[dict]:
-        sets = [f"run.output_dir={out}", f"model.options.path={tiny_sd3}", *NFT_SETS, *extra]
+        sets = [f"run.output_dir={out}", 'model.name="sd3"', f"model.options.path={tiny_sd3}", *NFT_SETS, *extra]
         assert main(["run", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
         return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 

@@ -115,6 +115,8 @@ def test_one_short_run_through_the_real_loop(tiny_sd3: Path, tmp_path: Path) -> 
             "--set",
             f"model.options.path={tiny_sd3}",
             "--set",
+            'model.name="sd3"',  # the example's model is the Qwen-Image shapes one
+            "--set",
             'reward.0.name="jpeg_compressibility"',
             "--set",
             f"rollout.options.height={SIZE}",

@@ -30,6 +30,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "run.steps": "2",
         "run.output_dir": str(out),
         "run.eval_every": "2",
+        "model.name": '"sd3"',  # the example's model is the Qwen-Image shapes one
         "model.options.path": str(tiny),
         "reward.0.name": '"jpeg_compressibility"',
         "rollout.options.height": "32",

@@ -34,6 +34,7 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> PolicyWorker:
     tiny = build_tiny_sd3_pipeline(tmp / "tiny", seed=0)
     sets = {
         "run.output_dir": str(tmp / "run"),
+        "model.name": '"sd3"',  # the example's model is the Qwen-Image shapes one
         "model.options.path": str(tiny),
         "model.options.lora_rank": "4",
         "model.options.lora_target_modules": '["attn.to_q", "attn.to_k", "attn.to_v", "attn.to_out.0"]',

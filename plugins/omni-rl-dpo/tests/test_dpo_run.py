@@ -52,6 +52,7 @@ def test_online_dpo_runs_the_shapes_example(tmp_path: Path, tiny_sd3_path: Path,
         "run.output_dir": str(out),
         "run.eval_every": "0",
         "run.eval_before_training": "false",
+        "model.name": '"sd3"',  # the example's model is the Qwen-Image shapes one
         "model.options.path": str(tiny_sd3_path),
         "reward.0.name": '"jpeg_compressibility"',  # the random tiny model scores 0 on shapes: no pairs
         "rollout.options.group_size": "4",
