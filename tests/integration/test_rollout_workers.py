@@ -4,7 +4,6 @@ rollout worker)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -17,6 +16,7 @@ from PIL import Image
 from omni_rl import load_config
 from omni_rl.errors import RuntimeFailure
 from omni_rl.runtime.rollout_group import RolloutGroup
+from omni_rl.testing.runs import run_config
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 
@@ -91,14 +91,10 @@ def test_diffusion_nft_disaggregated_staleness_0_reproduces_the_colocated_run(
     """DiffusionNFT samples with its "old" adapter, which travels with the LoRA in every weights version: the
     rollout worker's step-1 images equal the colocated ones bit for bit, the rewards are equal at every step and
     the update metrics equal to float rounding."""
-    from omni_rl.cli import main
-
     example = Path(__file__).parents[2] / "docs" / "examples" / "shapes_diffusion_nft.toml"
 
     def run(out: Path, *extra: str) -> list[dict]:
-        sets = [f"run.output_dir={out}", 'model.name="sd3"', f"model.options.path={tiny_sd3}", *NFT_SETS, *extra]
-        assert main(["run", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
-        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        return run_config(example, out, ['model.name="sd3"', f"model.options.path={tiny_sd3}", *NFT_SETS, *extra])
 
     colocated = run(tmp_path / "colocated")
     apart = run(tmp_path / "apart", "cluster.rollout_workers=1")
