@@ -22,8 +22,10 @@ def test_a_continued_stage_chains_its_record_and_leaves_the_source_alone(
     source = omni_rl_shapes.pretrained_path()
     before = (source / RECORD_FILE).read_text()
     out = tmp_path / "stage"
-    argv = ["--init-from", str(source), "--out", str(out), "--stray-rate", "0.5", "--seed", "9", "--steps", "2"]
+    argv = ["--init-from", str(source), "--out", str(out), "--stray-rate", "0.5", "--strays", "2", "--seed", "9"]
     argv += [
+        "--steps",
+        "2",
         "--images-per-prompt",
         "1",
         "--eval-from",
@@ -42,7 +44,7 @@ def test_a_continued_stage_chains_its_record_and_leaves_the_source_alone(
         torch.set_num_threads(threads)  # main sets its own (--threads 1) for the whole process
 
     record = json.loads((out / RECORD_FILE).read_text())
-    assert record["stray_rate"] == 0.5 and record["transformer"]["steps"] == 2
+    assert record["stray_rate"] == 0.5 and record["strays"] == 2 and record["transformer"]["steps"] == 2
     assert record["init_from"]["path"] == str(source)
     assert record["init_from"]["command"] == json.loads(before)["command"]
     assert record["vae"] == json.loads(before)["vae"]  # no VAE stage: the source's VAE and its record carry over

@@ -49,6 +49,10 @@ def test_bad_stray_rate_and_init_dir_are_usage_errors(tmp_path: Path, capsys: py
         parse_args(["--init-from", str(tmp_path)])
     assert f"--init-from {tmp_path} is not a pipeline directory (no model_index.json)" in capsys.readouterr().err
     assert parse_args(["--stray-rate", "0.4"]).stray_rate == 0.4
+    with pytest.raises(SystemExit):
+        parse_args(["--stray-rate", "1.0", "--strays", "0"])
+    assert "--strays must be at least 1, got 0" in capsys.readouterr().err
+    assert parse_args(["--stray-rate", "1.0", "--strays", "2"]).strays == 2
 
 
 def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:

@@ -92,6 +92,27 @@ def test_strays_cost_the_verifier_and_the_rate_is_honoured() -> None:
     assert 0.35 < np.mean(changed) < 0.65
 
 
+def test_two_strays_add_two_smaller_objects_and_one_stray_draws_what_it_always_drew() -> None:
+    from omni_rl_shapes.segment import components
+
+    prompt = "a red square"
+    two_found = 0
+    for seed in range(10):
+        plain = components(r.render(prompt, 32, seed), threshold=110.0, min_area=10)
+        one = r.render_with_stray(prompt, 32, seed, 1.0)
+        np.testing.assert_array_equal(one, r.render_with_stray(prompt, 32, seed, 1.0, strays=1))
+        two = components(r.render_with_stray(prompt, 32, seed, 1.0, strays=2), threshold=110.0, min_area=10)
+        assert len(plain) + 1 <= len(two) <= len(plain) + 2  # a stray is skipped only when no spot is free
+        two_found += len(two) == len(plain) + 2
+        assert sorted(c.area for c in two)[-1] == max(c.area for c in plain)  # the named object stays the largest
+    assert two_found >= 8
+
+
+def test_stray_count_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="strays must be at least 1, got 0"):
+        r.render_with_stray("a red circle", 32, 0, 1.0, strays=0)
+
+
 def test_stray_rate_outside_zero_one_is_refused() -> None:
     with pytest.raises(ValueError, match=r"rate must be in \[0, 1\], got 1.5"):
         r.render_with_stray("a red circle", 32, 0, 1.5)

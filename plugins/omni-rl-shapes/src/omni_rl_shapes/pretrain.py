@@ -18,8 +18,8 @@ optional omni-rl-qwen-image plugin); everything that depends on the architecture
    checkpoint closest to the band's middle is kept.
 5. Optionally continue from a pretrained pipeline (``--init-from``: its VAE, encoders and transformer, no VAE
    stage) on scenes where a share of the images (``--stray-rate``) also show one small object the caption leaves
-   out (:func:`render.render_with_stray`): the shipped model's last stage, which teaches it to over-count the
-   way web-caption-trained models do, a habit CFG cannot remove and RL can.
+   out, or ``--strays`` of them (:func:`render.render_with_stray`): the shipped models' last stages, which teach
+   them to over-count the way web-caption-trained models do, a habit CFG cannot remove and RL can.
 6. Save the pipeline (the builder's directory, with the trained VAE and transformer) and a JSON record of
    everything needed to reproduce and re-measure it, then swap it into ``--out`` atomically.
 
@@ -139,7 +139,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--stray-rate",
         type=float,
         default=0.0,
-        help="fraction of training scenes that also show one small object the caption leaves out",
+        help="fraction of training scenes that also show small objects the caption leaves out",
+    )
+    parser.add_argument(
+        "--strays",
+        type=int,
+        default=1,
+        help="stray objects in each scene that has them (with --stray-rate; 2 lowers the base's count further)",
     )
     parser.add_argument(
         "--save-dtype",
@@ -156,6 +162,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0.0 <= args.stray_rate <= 1.0:
         parser.error(f"--stray-rate must be between 0 and 1, got {args.stray_rate}")
+    if args.strays < 1:
+        parser.error(f"--strays must be at least 1, got {args.strays}")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
         parser.error(f"--init-from {args.init_from} is not a pipeline directory (no model_index.json)")
     try:
@@ -226,12 +234,12 @@ def _trainer(
     per_prompt = run.args.images_per_prompt
     scenes = [p for p in prompts for _ in range(per_prompt)]
     rate = run.args.stray_rate
-    images = np.stack([render_with_stray(p, size, 1_000_000 + i, rate) for i, p in enumerate(scenes)])
+    images = np.stack([render_with_stray(p, size, 1_000_000 + i, rate, run.args.strays) for i, p in enumerate(scenes)])
     latents = arch.encode_images(handle, images)
     velocity = arch.velocity(handle, prompts, sampling)
     run.log(
-        f"data: {len(scenes)} scenes of {len(prompts)} train prompts (stray-object rate {rate}), "
-        f"latents {tuple(latents.shape[1:])}"
+        f"data: {len(scenes)} scenes of {len(prompts)} train prompts (stray-object rate {rate}, "
+        f"{run.args.strays} per scene), latents {tuple(latents.shape[1:])}"
     )
     return FlowMatchingTrainer(
         arch.transformer(handle),
@@ -299,6 +307,7 @@ def _record(
             "train_prompts": len(read_prompts("train")),
         },
         "stray_rate": args.stray_rate,
+        "strays": args.strays,
         "save_dtype": args.save_dtype,
         "init_from": run.init,
         "target_band": [args.target_low, args.target_high],

@@ -135,23 +135,29 @@ def add_stray(placed: Sequence[Placed], rng: np.random.Generator) -> list[Placed
     return None
 
 
-def render_with_stray(prompt_or_scene: str | Scene, size: int = 32, seed: int = 0, rate: float = 0.0) -> np.ndarray:
-    """Like :func:`render`, but with probability ``rate`` the image also shows one stray unmentioned object.
+def render_with_stray(
+    prompt_or_scene: str | Scene, size: int = 32, seed: int = 0, rate: float = 0.0, strays: int = 1
+) -> np.ndarray:
+    """Like :func:`render`, but with probability ``rate`` the image also shows ``strays`` unmentioned objects.
 
-    Pretraining data only: it models web captions that leave out an object, the reason real text-to-image
-    models over-count (GenEval's counting failures), so the base model learns to add an extra object that
-    CFG cannot remove (the stray is independent of the caption given the scene) and RL can. With ``rate = 0``
-    the image is exactly ``render``'s; a stray is skipped when the layout leaves no free spot for it.
+    Pretraining data only: it models web captions that leave out objects, the reason real text-to-image
+    models over-count (GenEval's counting failures), so the base model learns to add extra objects that
+    CFG cannot remove (the strays are independent of the caption given the scene) and RL can. With ``rate = 0``
+    the image is exactly ``render``'s, and ``strays = 1`` draws exactly what it always drew (the second stray
+    only appends draws to the generator); a stray is skipped when the layout leaves no free spot for it.
     """
     if size < 16:
         raise ValueError(f"size must be at least 16 px, got {size}")
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"rate must be in [0, 1], got {rate}")
+    if strays < 1:
+        raise ValueError(f"strays must be at least 1, got {strays}")
     scene = parse_prompt(prompt_or_scene) if isinstance(prompt_or_scene, str) else prompt_or_scene
     rng = np.random.default_rng(seed)
     placed = layout(scene, rng)
     if rate > 0 and rng.random() < rate:
-        placed = add_stray(placed, rng) or placed
+        for _ in range(strays):
+            placed = add_stray(placed, rng) or placed
     return draw(placed, size)
 
 
