@@ -78,7 +78,7 @@ def _stage(index: int, record: dict[str, Any]) -> Stage:
     evals = record.get("evals") or []
     last = int(evals[-1]["step"]) if evals else int(record["transformer"]["steps"])
     low, high = record.get("target_band", (0.35, 0.55))
-    ended_early = last < int(record["transformer"]["max_steps"])
+    ended_early = last < int(record["transformer"].get("max_steps", last))
     by_time = ended_early and choose_checkpoint([e["score"] for e in evals], low, high) is None
     wall = float(record.get("wall_time_s", 0.0))
     if by_time:  # the wall-clock cap ended it: replay exactly the steps it trained, with room on the clock
