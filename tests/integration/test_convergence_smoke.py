@@ -98,11 +98,11 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
 
 @pytest.mark.slow
 def test_quickstart_gains_two_tenths(tmp_path: Path, ray_cluster: None) -> None:
-    """The Quickstart as is (about ten minutes on 2 threads), for the shipped seed: the val reward at least +0.2
-    over the base at its best evaluation and at least +0.15 at its last (issue 21's bars; docs/benchmarks.md has
-    the five seeds: seed 0 measured +0.454 at its best and at the end, 0.345 -> 0.800, on one thread and on
-    two; 746 s on 2 idle threads).
-    Deselected by default (`-m "not slow"`); run with `pytest -m slow`."""
+    """The Quickstart as is (about ten minutes of training on 2 threads), for the shipped seed: the val reward at
+    least +0.2 over the base at its best evaluation and at least +0.15 at its last (issue 21's bars;
+    docs/benchmarks.md has the five seeds: seed 0 measured +0.454 at its best and at the end, 0.345 -> 0.800, on
+    one thread and on two; 746 s on 2 idle threads). Deselected by default (`-m "not slow"`); run with
+    `pytest -m slow`."""
     rows = run_config(QUICKSTART, tmp_path / "run")
     val = [row["val/reward/mean"] for row in sorted(rows, key=lambda r: r["step"]) if "val/reward/mean" in row]
     assert max(val[1:]) - val[0] >= 0.2, val

@@ -46,7 +46,7 @@ def test_two_steps_of_the_example(tmp_path: Path) -> None:
         rows = run_config(EXAMPLE, tmp_path / "run", SHRINK)
     assert [row["step"] for row in rows] == [0, 1, 2]
     base = rows[0]["val/reward/mean"]
-    assert 0.1 <= base <= 0.7  # the shipped model draws shapes (48 val images: noisy around its recorded 0.40)
+    assert 0.1 <= base <= 0.7  # the shipped model draws shapes (48 val images: noisy around its recorded 0.345)
     for row in rows[1:]:
         assert abs(row["actor/ratio_mean"] - 1) < 1e-3  # one optimizer step per batch: on-policy
         assert row["actor/grad_norm"] > 0

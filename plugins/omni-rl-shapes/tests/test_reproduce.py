@@ -63,6 +63,15 @@ def test_a_clock_cut_cosine_stage_cannot_be_replayed_exactly() -> None:
         stages_of(record)
 
 
+def test_a_file_that_is_not_a_pretraining_record_is_named_not_a_traceback(tmp_path: Path) -> None:
+    for name, text in (("broken.json", "{not json"), ("other.json", '{"command": "python train.py"}')):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(SystemExit, match=f"reproduce: {tmp_path / name} is not a pretraining record"):
+            main(["--record", str(tmp_path / name), "--work", str(tmp_path / "work"), "--dry-run"])
+    with pytest.raises(SystemExit, match="reproduce: no pretraining record at"):
+        main(["--record", str(tmp_path / "missing"), "--work", str(tmp_path / "work")])
+
+
 def test_dry_run_prints_every_stage_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--arch", "qwen_image", "--work", str(tmp_path / "work"), "--dry-run"]) == 0
     out = capsys.readouterr().out

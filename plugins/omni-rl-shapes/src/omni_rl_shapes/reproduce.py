@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from omni_rl_shapes import PRETRAINED_DIRS, pretrained_path
-from omni_rl_shapes.evaluate import RECORD_FILE
+from omni_rl_shapes.evaluate import RECORD_FILE, read_record
 from omni_rl_shapes.pretrain import choose_checkpoint
 
 #: what every recorded stage command starts with
@@ -87,8 +87,7 @@ def _stage(index: int, record: dict[str, Any]) -> Stage:
                 f"stage {index} was cut by --max-minutes with --cosine-decay: its schedule spans the planned "
                 "--steps, so a replay of the steps it trained would not follow the same learning rates"
             )
-        args = _without_options(args, ("--steps", "--max-minutes"))
-        args = (*args, "--steps", str(last))
+        args = (*_without_options(args, ("--steps",)), "--steps", str(last))
     minutes = max(wall / 60 * _REPLAY_MINUTES_FACTOR, 60.0)
     args = (*_without_options(args, ("--max-minutes",)), "--max-minutes", f"{minutes:.0f}")
     return Stage(index, tuple(args), by_time, last, wall)
@@ -124,18 +123,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _read_record(args: argparse.Namespace) -> dict[str, Any]:
+def _read_stages(args: argparse.Namespace) -> tuple[dict[str, Any], list[Stage]]:
+    """The record to replay and its stages; a missing, unreadable or malformed record exits with what is wrong."""
     source = args.record if args.record is not None else pretrained_path(args.arch)
     path = source / RECORD_FILE if source.is_dir() else source
     if not path.is_file():
         raise SystemExit(f"reproduce: no pretraining record at {path}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return record, stages_of(record)
+    except (ValueError, KeyError, TypeError) as error:  # JSONDecodeError is a ValueError
+        raise SystemExit(
+            f"reproduce: {path} is not a pretraining record omni_rl_shapes.pretrain wrote ({error!r}); pass the "
+            "pipeline directory or its omni_rl_shapes_pretrain.json"
+        ) from error
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    record = _read_record(args)
-    stages = stages_of(record)
+    record, stages = _read_stages(args)
     total = sum(s.wall_time_s for s in stages) / 60
     print(f"{len(stages)} stages, recorded wall time {total:.0f} minutes; outputs under {args.work}", flush=True)
     for stage in stages:
@@ -150,10 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.work.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(command, check=False)
         if done.returncode != 0:
-            print(f"reproduce: stage {stage.index} failed (exit {done.returncode}); rerun to go on from it")
+            print(
+                f"reproduce: stage {stage.index} failed (exit {done.returncode}); rerun to go on from it",
+                file=sys.stderr,
+            )
             return done.returncode
     if not args.dry_run:
-        made = json.loads((stage_dir(args.work, len(stages)) / RECORD_FILE).read_text(encoding="utf-8"))
+        made = read_record(stage_dir(args.work, len(stages)))
         shipped = record.get("val", {}).get("score")
         versus = f", the record's {shipped:.4f}" if shipped is not None else ""
         print(f"val: reproduced {made['val']['score']:.4f}{versus}", flush=True)
