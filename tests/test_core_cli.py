@@ -116,7 +116,7 @@ def test_check_reports_config_problems_with_exit_2(
     err = capsys.readouterr().err
     assert err.splitlines()[:3] == [
         f"error: invalid config {path} (2 problems):",
-        "  - invalid value: must be > 0, got 0 @ $.run.steps",
+        "  - invalid value: steps must be an integer between 1 and 10,000,000, got 0 @ $.run.steps",
         "  - invalid value for type, expected float @ $.loss.options.clip_ratio",
     ]
     assert err.splitlines()[3].startswith("hint: ")
@@ -314,7 +314,7 @@ def test_a_config_with_problems_in_three_sections_exits_2_listing_all(site: Path
     assert result.returncode == 2
     assert result.stderr.splitlines()[:4] == [
         f"error: invalid config {path} (3 problems):",
-        "  - invalid value: must be > 0, got -3 @ $.run.steps",
+        "  - invalid value: steps must be an integer between 1 and 10,000,000, got -3 @ $.run.steps",
         "  - unknown key 'colour' @ $.model.options",
         "  - invalid value for type, expected float @ $.optim.lr",
     ]

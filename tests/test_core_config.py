@@ -98,7 +98,7 @@ def test_problems_in_three_sections_are_reported_together(write_config: WriteCon
         f"invalid config {path} (5 problems):",
         "  - invalid value for type, expected int @ $.run.steps",
         "  - invalid value for type, expected float @ $.loss.options.clip_ratio",
-        "  - invalid value: must be > 0, got -1.0 @ $.optim.lr",
+        "  - invalid value: lr must be a finite number in (0, 1], got -1.0 @ $.optim.lr",
         "  - unknown key 'betaz' (did you mean 'betas'?) @ $.optim",
         "  - invalid value for type, expected float @ $.advantage.options.eps",
     ]
@@ -205,7 +205,7 @@ def test_a_validator_and_a_type_error_in_one_section_are_both_reported(
         load_config(write_config(text), registry=toy_registry)
     assert _problems(caught.value) == [
         "invalid value for type, expected int @ $.run.seed",
-        "invalid value: must be > 0, got -1 @ $.run.steps",
+        "invalid value: steps must be an integer between 1 and 10,000,000, got -1 @ $.run.steps",
     ]
 
 
@@ -224,8 +224,8 @@ def test_resolved_config_round_trips_through_the_run_directory(
     assert plugins_path.read_text().splitlines() == config.plugin_versions
     text = config_path.read_text()
     assert (
-        '[[reward]]\nname = "toy_brightness"\nweight = 2.0\non_error = "raise"\n\n[reward.options]\nscale = 1.0\n'
-        in text
+        '[[reward]]\nname = "toy_brightness"\nweight = 2.0\non_error = "raise"\nmax_invalid_steps = 5\n\n'
+        "[reward.options]\nscale = 1.0\n" in text
     )
     document = tomli.loads(text)
     assert document["loss"] == {

@@ -45,6 +45,11 @@ class ScoredBatch:
     #: how many NaN/inf scores each reward returned: kept as they are (``total`` is non-finite there), left out of
     #: the means here and of the group statistics (omni_rl.advantages), counted in ``reward/<name>/nonfinite``
     nonfinite: dict[str, int] = attrs.field(factory=dict)
+    #: how many samples each reward scored for real: finite, from a call that did not fail, less the samples
+    #: the reward itself reported as failed. 0 means the step trains on nothing from it (omni_rl.reward_health)
+    valid: dict[str, int] = attrs.field(factory=dict)
+    #: the first error of each reward whose call failed in this batch (``on_error = "zero"``), one line each
+    errors: dict[str, str] = attrs.field(factory=dict)
 
     def metrics(self, prefix: str = "reward") -> dict[str, float]:
         out = {f"{prefix}/mean": _finite_mean(self.total), f"{prefix}/std": _finite_std(self.total)}
@@ -78,6 +83,8 @@ class CombinedReward:
         self.ctx = ctx
         self.models: list[Any] = [None if section.resources else section.build(ctx) for section in self.sections]
         self.names = _unique_names([section.name for section in self.sections])
+        #: the batch being scored: each reward's first failed call (set by _part, read into ScoredBatch.errors)
+        self._errors: dict[str, str] = {}
 
     @property
     def has_actors(self) -> bool:
@@ -174,7 +181,8 @@ class CombinedReward:
         part for this batch (:meth:`submit_parts`), gathered here instead of scoring the whole batch again."""
         n = len(prompts)
         total = np.zeros(n, dtype=np.float64)
-        scores, details, failures, weights, nonfinite = {}, {}, {}, {}, {}
+        scores, details, failures, weights, nonfinite, valid = {}, {}, {}, {}, {}, {}
+        self._errors = {}
         # Rewards with their own resources score in their actors while the driver scores the others.
         if streamed is not None:
             if streamed.size != n:
@@ -193,7 +201,7 @@ class CombinedReward:
                 ]
             else:
                 parts = [(list(range(n)), self._part(k, n, partial(self.models[k], images, prompts, metadata)))]
-            score, result_details, failed = _join(name, parts, n)
+            score, result_details, failed, valid[name] = _join(name, parts, n)
             if not np.all(np.isfinite(score)):
                 nonfinite[name] = int(np.sum(~np.isfinite(score)))
             if failed:  # failed calls scored 0 (on_error = "zero"), and samples the reward itself scored 0
@@ -203,7 +211,14 @@ class CombinedReward:
             details[name] = result_details
             total += section.weight * score
         return ScoredBatch(
-            total=total, scores=scores, details=details, failures=failures, weights=weights, nonfinite=nonfinite
+            total=total,
+            scores=scores,
+            details=details,
+            failures=failures,
+            weights=weights,
+            nonfinite=nonfinite,
+            valid=valid,
+            errors=dict(self._errors),
         )
 
     def _part(self, k: int, size: int, call: Callable[[], Any]) -> tuple[RewardResult, np.ndarray, int]:
@@ -214,14 +229,18 @@ class CombinedReward:
         try:
             result = RewardResult.coerce(call())
             score = np.asarray(result.scores, dtype=np.float64).reshape(-1)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a reward calling sys.exit must not end the run without a word
+            where = f"reward actor {name!r}" if section.resources else f"reward {name!r}"
+            reason = describe_remote(exc)
+            if isinstance(exc, SystemExit):
+                reason += " (the reward called sys.exit)"
             if section.on_error != "zero":
-                where = f"reward actor {name!r}" if section.resources else f"reward {name!r}"
                 raise RuntimeFailure(
-                    f"{where} failed: {describe_remote(exc)}",
+                    f"{where} failed: {reason}",
                     hint=f'fix the reward, or set on_error = "zero" in {_section(section)} to score failed batches 0 '
                     f"(counted in {_metric_prefix(section)}/{name}/failures)",
                 ) from exc
+            self._errors.setdefault(name, reason)
             return RewardResult(np.zeros(size)), np.zeros(size), 1
         if score.shape != (size,):  # a bug in the reward, not a failed batch: on_error does not cover it
             raise RuntimeFailure(
@@ -254,25 +273,34 @@ def _ray_get(ref: Any) -> Any:
     return ray.get(ref)
 
 
+def _valid(result: RewardResult, score: np.ndarray, failed: int) -> int:
+    """Samples of one call scored for real: none of a failed call; else the finite ones less those the reward
+    reported as failed itself (it scored them 0, which is finite)."""
+    return 0 if failed else max(int(np.isfinite(score).sum()) - int(result.failures), 0)
+
+
 def _join(
     name: str, parts: Sequence[tuple[list[int], tuple[RewardResult, np.ndarray, int]]], n: int
-) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-    """One reward's calls as the whole batch's (scores, details, failures): each part's values placed at its
-    positions. A detail is kept when every part has it; a part's scalar detail stands for each of its samples."""
+) -> tuple[np.ndarray, dict[str, np.ndarray], int, int]:
+    """One reward's calls as the whole batch's (scores, details, failures, valid samples): each part's values
+    placed at its positions. A detail is kept when every part has it; a part's scalar detail stands for each of
+    its samples."""
     if len(parts) == 1 and parts[0][0] == list(range(n)):  # the whole batch in one call: as it is
         result, score, failed = parts[0][1]
         return (
             score,
             {key: np.asarray(v, dtype=np.float64) for key, v in result.details.items()},
             failed + int(result.failures),
+            _valid(result, score, failed),
         )
     score = np.empty(n, dtype=np.float64)
     keys = set.intersection(*(set(result.details) for _, (result, _, _) in parts))
     details = {key: np.empty(n, dtype=np.float64) for key in sorted(keys)}
-    failed = 0
+    failed = valid = 0
     for positions, (result, part_score, part_failed) in parts:
         score[positions] = part_score
         failed += part_failed + int(result.failures)
+        valid += _valid(result, part_score, part_failed)
         for key in keys:
             value = np.asarray(result.details[key], dtype=np.float64).reshape(-1)
             if value.size not in (1, len(positions)):
@@ -282,7 +310,7 @@ def _join(
                     "or set [run] stream_rewards = false",
                 )
             details[key][positions] = value
-    return score, details, failed
+    return score, details, failed, valid
 
 
 def actor_resources(resources: Mapping[str, float]) -> dict[str, float]:

@@ -8,36 +8,67 @@ the chosen component's own config class, so plugin options never clash with core
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 import attrs
 
 from omni_rl.context import BuildContext
+from omni_rl.validators import (
+    each,
+    finite_between,
+    int_between,
+    non_empty,
+    non_negative_finite,
+    positive_finite,
+)
+
+#: upper bounds of counts: far beyond any real run, low enough that a typo (``steps = 10**30``, a prompt count
+#: pasted into the wrong key) fails at load time, not after Ray and the model started or in an endless loop
+MAX_STEPS = 10_000_000
+MAX_COUNT = 1_000_000
+#: ``[[reward]] max_invalid_steps``' default: a reward server restarting costs a step or two, not five
+DEFAULT_MAX_INVALID_STEPS = 5
+#: seeds go through numpy's SeedSequence and torch.manual_seed: non-negative, and 32 bits are plenty
+MAX_SEED = 2**32 - 1
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
+    """> 0 and finite (NaN compares false with everything, so ``value <= 0`` alone let it through)."""
+    positive_finite(instance, attribute, value)
 
 
 def _non_negative(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value!r}")
+    """>= 0 and finite."""
+    non_negative_finite(instance, attribute, value)
+
+
+#: a count of steps (``steps``, ``save_every``, ...), with 0 meaning "never" where allowed
+_steps = int_between(1, MAX_STEPS)
+_every = int_between(0, MAX_STEPS)
+_count = int_between(1, MAX_COUNT)
+_count0 = int_between(0, MAX_COUNT)
+
+
+def _resources(instance: Any, attribute: attrs.Attribute, value: dict[str, float]) -> None:
+    """Ray resource amounts: finite and >= 0 (Ray itself fails late and obscurely on NaN)."""
+    for key, amount in value.items():
+        non_negative_finite(instance, attribute.evolve(name=f"{attribute.name}.{key}"), amount)
 
 
 @attrs.frozen(kw_only=True)
 class RunConfig:
     """``[run]``: length, seed and where the run writes."""
 
-    steps: int = attrs.field(default=10, validator=_positive)
-    seed: int = 0
-    output_dir: str = "runs/omni-rl"
+    steps: int = attrs.field(default=10, validator=_steps)
+    seed: int = attrs.field(default=0, validator=int_between(0, MAX_SEED))
+    output_dir: str = attrs.field(default="runs/omni-rl", validator=non_empty)
     #: save a checkpoint every N steps (0 = only at the end)
-    save_every: int = attrs.field(default=0, validator=_non_negative)
+    save_every: int = attrs.field(default=0, validator=_every)
     #: keep only the newest N checkpoints (0 = keep all)
-    keep_last: int = attrs.field(default=0, validator=_non_negative)
+    keep_last: int = attrs.field(default=0, validator=_every)
     #: validate (ODE sampling on the val prompts) every N steps (0 = never)
-    eval_every: int = attrs.field(default=0, validator=_non_negative)
+    eval_every: int = attrs.field(default=0, validator=_every)
     #: validate once before the first step (needs val prompts)
     eval_before_training: bool = False
     #: "never": refuse an output_dir that holds a run; "auto": continue from its latest checkpoint if there is
@@ -74,7 +105,7 @@ class ClusterConfig:
 
     #: "local" starts an embedded Ray; "auto" or "ray://host:10001" or "host:6379" joins an existing cluster
     address: str = "local"
-    workers: int = attrs.field(default=1, validator=_positive)
+    workers: int = attrs.field(default=1, validator=int_between(1, 100_000))
     gpus_per_worker: float = attrs.field(default=0.0, validator=_non_negative)
     cpus_per_worker: float = attrs.field(default=1.0, validator=_non_negative)
     #: "ddp": every worker holds the whole model and the trainable gradients are summed with one all-reduce;
@@ -89,10 +120,14 @@ class ClusterConfig:
     collective_timeout_s: float = attrs.field(default=1800.0, validator=_positive)
     #: Ray actors apart from the policy workers that hold a no-grad copy of the model and run the rollout backend,
     #: receiving the trained weights after every update (0: the policy workers sample themselves, colocated)
-    rollout_workers: int = attrs.field(default=0, validator=_non_negative)
+    rollout_workers: int = attrs.field(default=0, validator=int_between(0, 100_000))
     #: each rollout worker's Ray resources (None: the policy workers' cpus_per_worker / gpus_per_worker)
-    rollout_cpus_per_worker: float | None = None
-    rollout_gpus_per_worker: float | None = None
+    rollout_cpus_per_worker: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_non_negative)
+    )
+    rollout_gpus_per_worker: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_non_negative)
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -104,12 +139,12 @@ class DataConfig:
     train: str = ""
     val: str = ""
     #: distinct prompts per training step (each is sampled ``group_size`` times)
-    prompts_per_step: int = attrs.field(default=2, validator=_positive)
+    prompts_per_step: int = attrs.field(default=2, validator=_count)
     #: validate on the first N val prompts (0 = all)
-    val_prompts: int = attrs.field(default=0, validator=_non_negative)
+    val_prompts: int = attrs.field(default=0, validator=_count0)
     #: images per val prompt, each from its own fixed seed (GenEval scores 4 per prompt): one image per prompt
     #: makes ``val/reward/mean`` of a few dozen prompts swing by several hundredths between evaluations
-    val_images_per_prompt: int = attrs.field(default=1, validator=_positive)
+    val_images_per_prompt: int = attrs.field(default=1, validator=int_between(1, 1_000))
 
 
 @attrs.frozen(kw_only=True)
@@ -132,13 +167,17 @@ class RewardSection:
     """One ``[[reward]]`` table: rewards are combined as a weighted sum; each sub-score is logged."""
 
     name: str
-    weight: float = 1.0
-    #: "raise" stops the run with a clear error when the reward fails; "zero" scores the batch 0 and counts it
-    #: in ``reward/<name>/failures``
+    #: its factor in the weighted sum: finite (a NaN weight would make every total NaN and train on nothing)
+    weight: float = attrs.field(default=1.0, validator=finite_between(-1e6, 1e6))
+    #: "raise" stops the run with a clear error when the reward fails; "zero" scores the batch 0, counts it in
+    #: ``reward/<name>/failures`` and prints the reward's first error (then a reminder every 20 failing steps)
     on_error: Literal["raise", "zero"] = "raise"
+    #: stop the run after this many consecutive training steps in which the reward gave no valid score (every
+    #: call failed and was scored 0, or every score was NaN/inf): such steps train on nothing (0 = never stop)
+    max_invalid_steps: int = attrs.field(default=DEFAULT_MAX_INVALID_STEPS, validator=_every)
     #: Ray resources for a reward that needs its own (e.g. {GPU = 0.5} for a reward model): it then runs in a
     #: Ray actor holding those resources, scoring concurrently with the other rewards; empty = in the driver
-    resources: dict[str, float] = attrs.field(factory=dict)
+    resources: dict[str, float] = attrs.field(factory=dict, validator=_resources)
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -152,7 +191,7 @@ class EvalRewardSection:
     #: ``val/<name>/failures``
     on_error: Literal["raise", "zero"] = "raise"
     #: Ray resources of the reward's own actor, as for ``[[reward]]``; empty = in the driver
-    resources: dict[str, float] = attrs.field(factory=dict)
+    resources: dict[str, float] = attrs.field(factory=dict, validator=_resources)
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -160,25 +199,29 @@ class EvalRewardSection:
 class OptimConfig:
     """``[optim]``: AdamW on the trainable (LoRA) parameters and how the batch is cut for the update."""
 
-    lr: float = attrs.field(default=1e-4, validator=_positive)
+    #: in (0, 1]: AdamW's step is about lr per parameter, so above 1 every LoRA weight jumps by more than its size
+    lr: float = attrs.field(default=1e-4, validator=finite_between(0.0, 1.0, low_open=True))
     weight_decay: float = attrs.field(default=1e-4, validator=_non_negative)
-    betas: tuple[float, float] = (0.9, 0.999)
+    #: each in [0, 1): a beta of 1 never forgets the first gradient, and Adam's bias correction divides by 0
+    betas: tuple[float, float] = attrs.field(
+        default=(0.9, 0.999), validator=each(finite_between(0.0, 1.0, high_open=True))
+    )
     eps: float = attrs.field(default=1e-8, validator=_positive)
     #: max global grad norm (0 = no clipping)
     grad_clip: float = attrs.field(default=1.0, validator=_non_negative)
     #: samples per forward/backward
-    micro_batch: int = attrs.field(default=4, validator=_positive)
+    micro_batch: int = attrs.field(default=4, validator=_count)
     #: samples per optimizer step (gradient accumulation over micro-batches); 0 = the whole step's batch
-    mini_batch: int = attrs.field(default=0, validator=_non_negative)
+    mini_batch: int = attrs.field(default=0, validator=_count0)
     #: passes over each step's batch
-    epochs: int = attrs.field(default=1, validator=_positive)
+    epochs: int = attrs.field(default=1, validator=int_between(1, 10_000))
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = attrs.field(default=0, validator=_non_negative)
+    warmup_steps: int = attrs.field(default=0, validator=_every)
     #: recompute old log-probs with the pre-update weights (exact); False reuses the rollout's
     recompute_old_log_probs: bool = True
     #: stop the run after this many consecutive training steps whose optimizer steps were all skipped
     #: because the loss or gradient was not finite (0 = never stop)
-    max_consecutive_skips: int = attrs.field(default=3, validator=_non_negative)
+    max_consecutive_skips: int = attrs.field(default=3, validator=_every)
 
 
 @attrs.frozen(kw_only=True)
@@ -204,7 +247,7 @@ class RolloutCorrectionConfig:
 
     @rejection_band.validator
     def _band(self, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
-        if not 0 < value[0] <= 1.0 <= value[1]:
+        if not (all(map(math.isfinite, value)) and 0 < value[0] <= 1.0 <= value[1]):
             raise ValueError(f"must be [L, U] with 0 < L <= 1 <= U, got {list(value)}")
 
 
@@ -224,7 +267,7 @@ class LogConfig:
 
     backends: list[str] = attrs.field(factory=lambda: ["console", "jsonl"], validator=_known_backends)
     #: save a sample image grid every N steps (0 = never)
-    image_every: int = attrs.field(default=0, validator=_non_negative)
+    image_every: int = attrs.field(default=0, validator=_every)
 
 
 @attrs.frozen(kw_only=True)
@@ -262,9 +305,13 @@ class ResolvedComponent:
     #: reward weight and failure policy (defaults for other kinds)
     weight: float = 1.0
     on_error: str = "raise"
+    max_invalid_steps: int = DEFAULT_MAX_INVALID_STEPS
     resources: dict[str, float] = attrs.field(factory=dict)
     #: where the section is in its config file, e.g. "$.reward[1]" ("" when not read from a file)
     path: str = ""
+    #: the plugin that provides it, as messages name plugins ("omni-rl-flow-grpo 0.1.0"; "" when not known), so a
+    #: component that misbehaves at run time is blamed on its distribution, not on the core
+    plugin: str = ""
 
     def build(self, ctx: Any) -> Any:
         """The component; a factory finds the section's ``path`` in ``ctx.section`` (to name ``$.reward[1].options.x``

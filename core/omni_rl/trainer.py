@@ -19,6 +19,7 @@ import numpy as np
 from rich.console import Console
 
 from omni_rl import checkpoint, rundir
+from omni_rl.advantage_checks import CheckedEstimator
 from omni_rl.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
 from omni_rl.asynchrony import check_asynchrony, staleness_metrics
 from omni_rl.checkpoint import latest_checkpoint
@@ -83,7 +84,8 @@ class Trainer:
         self.rewards = CombinedReward(config.rewards, self.ctx)
         # [[eval_reward]]: scored on the val images only, reported beside the trained reward, never trained on
         self.eval_rewards = CombinedReward(config.eval_rewards, self.ctx)
-        self.advantage = components["advantage"].build(self.ctx)
+        # every call checked: a plugin's raise or wrong output stops the run naming $.advantage and the plugin
+        self.advantage = CheckedEstimator(components["advantage"].build(self.ctx), components["advantage"])
         reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)

@@ -65,3 +65,59 @@ def int_at_least(low: int) -> Validator:
 
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
+
+
+def int_between(low: int, high: int) -> Validator:
+    """An integer (bools excluded) in [``low``, ``high``]: the upper bound turns a typo such as ``steps = 10**30``
+    into an error at load time instead of a run that allocates, or loops, for ever."""
+
+    def check(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{attribute.name} must be an integer between {low:,} and {high:,}, got {value!r}")
+
+    return check
+
+
+def finite_between(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Validator:
+    """A finite number in the interval from ``low`` to ``high`` (each end closed unless ``*_open``)."""
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+
+    def check(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+        inside = is_finite_number(value) and (value > low if low_open else value >= low)
+        inside = inside and (value < high if high_open else value <= high)
+        if not inside:
+            raise ValueError(
+                f"{attribute.name} must be a finite number in {left}{low:g}, {high:g}{right}, got {value!r}"
+            )
+
+    return check
+
+
+def each(validator: Validator) -> Validator:
+    """``validator`` on every item of a tuple/list option (``betas``), each named ``<option>[i]``."""
+
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        for i, item in enumerate(value):
+            validator(instance, attribute.evolve(name=f"{attribute.name}[{i}]"), item)
+
+    return check
+
+
+def non_empty(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    """A string with something in it besides white space (``output_dir = ""`` would write into the working
+    directory's root)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{attribute.name} must not be empty, got {value!r}")
+
+
+#: the largest image side a rollout may ask for: 16384 px is 4x the largest any current model was trained at,
+#: and a latent grid beyond it cannot be allocated anyway; ``height = 10**9`` must fail at load time
+MAX_IMAGE_SIDE = 16384
+
+
+def image_side(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    """An image height or width: an integer multiple of 8 pixels (the VAE's factor), 8 to ``MAX_IMAGE_SIDE``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 8 <= value <= MAX_IMAGE_SIDE or value % 8:
+        raise ValueError(
+            f"{attribute.name} must be a multiple of 8 pixels between 8 and {MAX_IMAGE_SIDE}, got {value!r}"
+        )

@@ -242,12 +242,23 @@ def _resolved_components(
         extra: dict[str, Any] = {}
         if key.startswith("reward["):
             section = file.reward[int(key[len("reward[") : -1])]
-            extra = {"weight": section.weight, "on_error": section.on_error, "resources": dict(section.resources)}
+            extra = {
+                "weight": section.weight,
+                "on_error": section.on_error,
+                "max_invalid_steps": section.max_invalid_steps,
+                "resources": dict(section.resources),
+            }
         elif key.startswith("eval_reward["):
             evaluated = file.eval_reward[int(key[len("eval_reward[") : -1])]
             extra = {"on_error": evaluated.on_error, "resources": dict(evaluated.resources)}
         resolved[key] = ResolvedComponent(
-            kind=component.kind, name=component.name, spec=component.spec, options=options, path=f"$.{key}", **extra
+            kind=component.kind,
+            name=component.name,
+            spec=component.spec,
+            options=options,
+            path=f"$.{key}",
+            plugin=component.plugin.label,
+            **extra,
         )
     return resolved
 
@@ -286,6 +297,8 @@ def _component_table(conv: cattrs.Converter, component: ResolvedComponent, weigh
         if weighted:  # an [[eval_reward]] is in no weighted sum
             table["weight"] = component.weight
         table["on_error"] = component.on_error
+        if weighted:  # an [[eval_reward]] never stops a run
+            table["max_invalid_steps"] = component.max_invalid_steps
         if component.resources:
             table["resources"] = dict(component.resources)
     table["options"] = to_toml_value(conv.unstructure(component.options))

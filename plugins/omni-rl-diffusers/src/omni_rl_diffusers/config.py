@@ -6,15 +6,12 @@ from typing import Any, Literal
 
 import attrs
 
+from omni_rl.validators import image_side
+
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
     if value <= 0:
         raise ValueError(f"must be > 0, got {value!r}")
-
-
-def _multiple_of_8(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value <= 0 or value % 8:
-        raise ValueError(f"must be a positive multiple of 8 pixels, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -29,8 +26,8 @@ class DiffusersRolloutConfig:
     group_size: int = attrs.field(default=8, validator=_positive)
     steps: int = attrs.field(default=10, validator=_positive)
     eval_steps: int = attrs.field(default=20, validator=_positive)
-    height: int = attrs.field(default=512, validator=_multiple_of_8)
-    width: int = attrs.field(default=512, validator=_multiple_of_8)
+    height: int = attrs.field(default=512, validator=image_side)
+    width: int = attrs.field(default=512, validator=image_side)
     cfg: float = attrs.field(default=4.5, validator=attrs.validators.ge(0.0))
     #: validation guidance scale; defaults to ``cfg``
     eval_cfg: float | None = None

@@ -6,18 +6,13 @@ validates each section's ``options`` against them) without importing torch.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
-from omni_rl.validators import finite, non_negative_finite, positive_finite, positive_int
+from omni_rl.validators import finite, image_side, non_negative_finite, positive_finite, positive_int
 
 PAIRINGS: tuple[str, ...] = ("reward", "offline")
-
-
-def _multiple_of_8(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value <= 0 or value % 8:
-        raise ValueError(f"{attribute.name} must be a positive multiple of 8 pixels, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -56,8 +51,8 @@ class PreferencePairsConfig:
     """
 
     #: training image size: every preference image is resized and centre-cropped to it; also the val size
-    height: int = attrs.field(default=512, validator=_multiple_of_8)
-    width: int = attrs.field(default=512, validator=_multiple_of_8)
+    height: int = attrs.field(default=512, validator=image_side)
+    width: int = attrs.field(default=512, validator=image_side)
     #: directory that relative image paths are resolved against ("" = the working directory)
     image_root: str = ""
     #: keep each image and its latents in worker memory, so every image is read and encoded once per run

@@ -33,5 +33,35 @@ def redact(text: str, secret: str) -> str:
     return text.replace(secret, MASK) if secret else text
 
 
+def redacted_excerpt(text: str, secret: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text`` (then "..."), with no part of ``secret`` in them.
+
+    Redacting must come first: cut first, and a key that straddles the cut is no longer a whole occurrence, so
+    ``redact`` misses it and the text keeps every character of the key up to the cut (a server that echoes the
+    bearer token into its error body at the right offset got 15 of 16 characters through). After the whole-key
+    pass, a tail that is a prefix of the key is masked too: at our cut, a prefix of any length (the text may
+    hold a partial key there, and every character given away is one an attacker need not guess); at the end of
+    an uncut text (which the server may have cut inside a key), one of ``MIN_PREFIX`` characters or more, so
+    that an ordinary message ending in the key's first letter ("errors" with a key "sk-...") stays readable.
+    """
+    text = redact(text, secret)
+    if len(text) <= limit:
+        return mask_key_prefix_at_end(text, secret, MIN_PREFIX)
+    return mask_key_prefix_at_end(text[:limit], secret, 1) + "..."
+
+
+#: the shortest key prefix masked at the end of a text that was not cut here
+MIN_PREFIX = 4
+
+
+def mask_key_prefix_at_end(text: str, secret: str, shortest: int = 1) -> str:
+    """``text`` with its longest tail that is a prefix of ``secret`` (``shortest`` characters or more) replaced
+    by ***."""
+    for size in range(min(len(secret), len(text)), max(shortest, 1) - 1, -1):
+        if text.endswith(secret[:size]):
+            return text[:-size] + MASK
+    return text
+
+
 def auth_headers(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}

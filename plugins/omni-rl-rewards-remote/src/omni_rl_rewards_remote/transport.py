@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from omni_rl_rewards_remote.secrets import redact
+from omni_rl_rewards_remote.secrets import redact, redacted_excerpt
 
 if TYPE_CHECKING:
     from omni_rl_rewards_remote.config import RetryOptions
@@ -88,12 +88,12 @@ def post_json(
                 return json.loads(payload)
             except ValueError as exc:
                 raise RemoteCallError(
-                    f"POST {url}: the reply is not JSON ({exc}): {redact(_excerpt(payload), secret)}",
+                    f"POST {url}: the reply is not JSON ({exc}): {_excerpt(payload, secret)}",
                     retryable=False,
                     attempts=attempt + 1,
                 ) from None
         except urllib.error.HTTPError as exc:
-            reason = f"HTTP {exc.code} {exc.reason}: {redact(_excerpt(_read(exc)), secret)}"
+            reason = f"HTTP {redact(f'{exc.code} {exc.reason}', secret)}: {_excerpt(_read(exc), secret)}"
             retryable = exc.code in _RETRIED_STATUS
             retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
         except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as exc:
@@ -117,9 +117,9 @@ def _read(exc: urllib.error.HTTPError) -> bytes:
         return b""
 
 
-def _excerpt(payload: bytes) -> str:
-    text = payload.decode("utf-8", errors="replace").strip()
-    return text if len(text) <= _BODY_CHARS else text[:_BODY_CHARS] + "..."
+def _excerpt(payload: bytes, secret: str) -> str:
+    """The start of a reply body for a message: the key redacted from the whole body before it is cut."""
+    return redacted_excerpt(payload.decode("utf-8", errors="replace").strip(), secret, _BODY_CHARS)
 
 
 def _retry_after(value: str | None) -> float | None:

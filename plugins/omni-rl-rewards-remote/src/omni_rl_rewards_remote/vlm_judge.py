@@ -20,13 +20,15 @@ from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.reward_protocol import png_data_url
 from omni_rl_rewards_remote.config import VlmJudgeConfig
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
-from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact
+from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact, redacted_excerpt
 from omni_rl_rewards_remote.templates import resolve_template
 from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
 
 log = logging.getLogger(__name__)
 
 PostJson = Callable[..., Any]
+#: how much of an unexpected reply goes into the error text
+_REPLY_CHARS = 200
 
 
 @attrs.frozen
@@ -90,7 +92,8 @@ class VlmJudgeReward:
             reply = self._post(
                 self.url, self.request_body(image, prompt), retry=self.retry, headers=auth_headers(key), secret=key
             )
-            return Verdict(float(scorer(reply_text(reply))))
+            # redacted before a parser quotes (and cuts) the reply in its error: a judge that echoes the key
+            return Verdict(float(scorer(redact(reply_text(reply, key), key))))
         except (RemoteCallError, ParseError) as exc:
             return Verdict(0.0, redact(str(exc), key))
 
@@ -110,13 +113,14 @@ class VlmJudgeReward:
         }
 
 
-def reply_text(reply: Any) -> str:
-    """The assistant message's text of a chat-completions reply (a string, or a list of text parts)."""
+def reply_text(reply: Any, secret: str = "") -> str:
+    """The assistant message's text of a chat-completions reply (a string, or a list of text parts); a reply
+    of another shape is quoted in the error with ``secret`` redacted before the quote is cut."""
     try:
         content = reply["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
-        excerpt = str(reply)[:200]
-        raise ParseError(f"not a chat-completions reply (no choices[0].message.content): {excerpt!r}") from None
+        excerpt = redacted_excerpt(str(reply), secret, _REPLY_CHARS)
+        raise ParseError(f"not a chat-completions reply (no choices[0].message.content): {excerpt}") from None
     if isinstance(content, list):
         content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
     if not isinstance(content, str):
