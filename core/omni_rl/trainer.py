@@ -33,6 +33,7 @@ from omni_rl.plots import plot_reward_curve
 from omni_rl.plugins import describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.resume import resume
+from omni_rl.reward_health import RewardHealth
 from omni_rl.rewards import CombinedReward, ScoredBatch, StreamedScores
 from omni_rl.rollout_correction import merge_diagnostics
 from omni_rl.run_summary import format_reward
@@ -84,6 +85,9 @@ class Trainer:
         self.rewards = CombinedReward(config.rewards, self.ctx)
         # [[eval_reward]]: scored on the val images only, reported beside the trained reward, never trained on
         self.eval_rewards = CombinedReward(config.eval_rewards, self.ctx)
+        # each reward's failures printed, and a reward with no valid score for max_invalid_steps steps stops the run
+        self.reward_health = RewardHealth(self.rewards.sections, self.rewards.names)
+        self.eval_health = RewardHealth(self.eval_rewards.sections, self.eval_rewards.names, stops=False)
         # every call checked: a plugin's raise or wrong output stops the run naming $.advantage and the plugin
         self.advantage = CheckedEstimator(components["advantage"].build(self.ctx), components["advantage"])
         reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
@@ -115,6 +119,17 @@ class Trainer:
                 raise
             resume = f"then resume with: {self.resume_command(run_dir)}"
             raise RuntimeFailure(exc.message, hint=f"{exc.hint}; {resume}" if exc.hint else resume) from exc
+
+    def _say(self, logger: MetricsLogger | None, lines: list[str]) -> None:
+        """Print ``lines`` (plain text: rich markup in an error message is not interpreted) above the progress bar."""
+        from rich.markup import escape
+
+        for line in lines:
+            message = f"[yellow]{escape(line)}[/]"
+            if logger is not None:
+                logger.print(message)
+            else:
+                self.console.print(message)
 
     def validate(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
@@ -150,6 +165,7 @@ class Trainer:
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
+            self._say(logger, self.eval_health.observe(step, evaluated))
             # val/<name>/mean and its sub-scores; not val/mean: the eval rewards are not summed into one score
             metrics.update({k: v for k, v in evaluated.metrics(prefix="val").items() if k not in _TOTALS})
         return metrics
@@ -187,6 +203,7 @@ class Trainer:
         t_rollout = time.perf_counter()
 
         scored = self._score(out["images"], sample_records, prompts, run_dir, streamed=out.get("streamed"))
+        self._say(logger, self.reward_health.observe(step, scored, self.resume_command(run_dir)))
         # a NaN/inf score (reward/<name>/nonfinite) has advantage 0 and, as the loss sees it, its group's mean
         rewards = torch.as_tensor(neutral_nonfinite(scored.total, group_ids), dtype=torch.float32)
         gids = torch.as_tensor(group_ids, dtype=torch.long)
