@@ -17,7 +17,9 @@ from typing import Any
 import torch
 
 from omni_rl.batch import ForwardLossInputs, RolloutBatch
+from omni_rl.placement import to_device
 from omni_rl.protocols import DiffusionModel, Loss
+from omni_rl.runtime.micro_batch import forward_micro_batch
 from omni_rl.runtime.sharding import Shard, pack
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats, took_step
 from omni_rl.schema import OptimConfig
@@ -84,7 +86,8 @@ class ForwardUpdate:
         generator: torch.Generator,
         shard: Shard | None = None,
     ) -> dict[str, Any]:
-        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers)."""
+        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers). ``batch``,
+        ``rewards``, ``advantages`` and ``extras`` are host records; each micro-batch crosses to the device once."""
         req = self.loss.requirements
         device = self.model.device
         shard = shard or Shard.whole(batch.group_ids.tolist())
@@ -113,7 +116,10 @@ class ForwardUpdate:
                 passes = [(ids, True) for ids in micro_batches] + [(filler, False)] * (count - len(micro_batches))
                 for ids, real in passes:
                     idx = shard.local_positions(ids)
-                    cond = batch.conditioning.index(idx).to(device)
+                    micro = to_device(
+                        forward_micro_batch(batch, idx, advantages=advantages, rewards=rewards, extras=extras), device
+                    )
+                    cond = micro.conditioning
                     weight = len(idx) / (len(mini) * req.timesteps) if real else 0.0
 
                     def velocity(
@@ -133,14 +139,14 @@ class ForwardUpdate:
 
                     for k in range(req.timesteps):
                         inputs = ForwardLossInputs(
-                            x0=batch.final_latents[idx].to(device),
-                            advantages=advantages[idx].to(device),
-                            rewards=rewards[idx].to(device),
-                            group_ids=batch.group_ids[idx].to(device),
+                            x0=micro.x0,
+                            advantages=micro.advantages,
+                            rewards=micro.rewards,
+                            group_ids=micro.group_ids,
                             generators=sample_generators(self.seed, step, epoch, ids, k),
                             velocity=velocity,
                             timestep_index=k,
-                            extras={key: v[idx].to(device) for key, v in extras.items()},
+                            extras=micro.extras,
                             epoch_generators=sample_generators(self.seed, step, epoch, ids, 0, salt=7_778),
                             sigma_schedule=sigma_schedule,
                         )

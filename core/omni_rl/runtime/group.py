@@ -24,7 +24,7 @@ import numpy as np
 from omni_rl.errors import OmniRLError, RuntimeFailure
 from omni_rl.faults import clean_line, describe_remote, remote_cause
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.cluster import worker_bundle
+from omni_rl.runtime.cluster import worker_bundle, worker_env
 from omni_rl.runtime.sharding import split_groups
 from omni_rl.schema import ResolvedConfig
 
@@ -106,7 +106,9 @@ class WorkerGroup:
         actor_cls = ray.remote(num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0))(worker_cls)
         self.actors = [
             actor_cls.options(
-                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank)
+                scheduling_strategy=PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank),
+                # this run's worker settings also when it joined a Ray started elsewhere (a test session's)
+                runtime_env={"env_vars": worker_env()},
             ).remote(config, rank, *args)
             for rank in range(self.size)
         ]

@@ -66,10 +66,11 @@ class PolicySync:
     def accept_rollout(self, request: RolloutRequest, version: int, positions: list[int], *parts: Any) -> int:
         """Keep this worker's samples (``positions`` into the concatenation of ``parts``, the rollout workers'
         batches holding them) for the update, as :meth:`PolicyWorker.rollout_shard` keeps its own."""
+        from omni_rl.placement import to_host
         from omni_rl.runtime.batch_parts import concat, select
         from omni_rl.runtime.trajectory import keep_trained_steps
 
-        batch = select(concat(parts), positions)
+        batch = to_host(select(concat(parts), positions))  # host records, whichever process sampled them
         self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
         self._sync_state()["behaviour"] = version
         return len(positions)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from omni_rl import placement_guard
 from omni_rl.context import BuildContext
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.weights import WeightsState, apply
@@ -42,6 +43,7 @@ class RolloutWorker:
             device=pick_device(gpus), seed=config.run.seed, run_dir=Path(config.run.output_dir), rank=rank
         )
         self.model, self.sampler, self.rollout, loss = build_sampling_parts(config, self.ctx)
+        placement_guard.mark_module(self.model)
         self.rollout_view = loss.requirements.rollout_view
         #: the weights version held; None until the first :meth:`load_weights`
         self.version: int | None = None
@@ -61,6 +63,7 @@ class RolloutWorker:
         self.version = state.version
         return {"load_s": time.perf_counter() - start}
 
+    @placement_guard.guard_method
     def generate(self, request: RolloutRequest) -> tuple[dict[str, Any], Any]:
         """(what the driver needs, the whole batch): call with ``num_returns=2``."""
         if self.version is None:

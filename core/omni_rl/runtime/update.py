@@ -16,8 +16,10 @@ from typing import Any
 import torch
 
 from omni_rl.batch import RolloutBatch, SamplerStep, TrajectoryLossInputs
+from omni_rl.placement import to_device, to_host
 from omni_rl.protocols import DiffusionModel, Loss, Sampler
 from omni_rl.rollout_correction import SumAcross, correction_weights, diagnostic_sums
+from omni_rl.runtime.micro_batch import TrajectoryMicroBatch, trajectory_micro_batch
 from omni_rl.runtime.sharding import Shard
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
 from omni_rl.schema import OptimConfig, RolloutCorrectionConfig
@@ -25,6 +27,12 @@ from omni_rl.schema import OptimConfig, RolloutCorrectionConfig
 
 def _chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
     return [indices[i : i + size] for i in range(0, len(indices), size)]
+
+
+def _std_column(std: Any, rows: int, ones: list[int], device: torch.device) -> torch.Tensor:
+    """A step's noise scale (a scalar or one per sample) as (rows, 1, ...), broadcastable against the means."""
+    t = torch.as_tensor(std, dtype=torch.float32, device=device)
+    return t.reshape(-1, *ones).expand(rows, *ones)
 
 
 class TrajectoryUpdate:
@@ -53,62 +61,59 @@ class TrajectoryUpdate:
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
         #: FSDP2: every worker runs as many micro-batch passes as the busiest one (padding passes weigh 0)
         self.lockstep = lockstep
+        #: the CFG scale of the trajectory being updated (the rollout's: the ratio is 1 only with the same formula)
+        self._guidance = 1.0
 
-    def _step(
-        self, batch: RolloutBatch, idx: torch.Tensor, j: int, *, grad: bool, reference: bool = False
-    ) -> SamplerStep:
-        traj = batch.trajectory
-        assert traj is not None
-        device = self.model.device
-        x = traj.latents[idx, j].to(device)
-        sigma = traj.sigmas[idx, j].to(device)
-        sigma_next = traj.next_sigmas[idx, j].to(device)
-        cond = batch.conditioning.index(idx).to(device)
+    def _step(self, micro: TrajectoryMicroBatch, j: int, *, grad: bool, reference: bool = False) -> SamplerStep:
+        """Window step ``j`` of a micro-batch already on the device."""
         with torch.set_grad_enabled(grad):
+            x = micro.latents[:, j]
+            sigma = micro.sigmas[:, j]
             if reference:
                 with self.model.disable_adapters():
-                    v = self.model.predict_velocity(x, sigma, cond, traj.guidance_scale)
+                    v = self.model.predict_velocity(x, sigma, micro.conditioning, self._guidance)
             else:
-                v = self.model.predict_velocity(x, sigma, cond, traj.guidance_scale)
+                v = self.model.predict_velocity(x, sigma, micro.conditioning, self._guidance)
             return self.sampler.step(
                 x,
                 v,
                 sigma,
-                sigma_next,
-                sigma_max=traj.sigma_max[idx].to(device),
-                prev_sample=traj.next_latents[idx, j].to(device),
+                micro.next_sigmas[:, j],
+                sigma_max=micro.sigma_max,
+                prev_sample=micro.next_latents[:, j],
             )
 
     @torch.no_grad()
     def old_views(self, batch: RolloutBatch, keep_steps: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Old log-probs (N, W), and the old steps' means and stds when the loss wants the old view."""
+        """Old log-probs (N, W), and the old steps' means and stds when the loss wants the old view: computed
+        on the device one micro-batch at a time and gathered on the host (docs/placement.md)."""
         traj = batch.trajectory
         assert traj is not None
+        self._guidance = traj.guidance_scale
         n, w = traj.log_probs.shape
-        log_probs = torch.empty(n, w, dtype=torch.float32)
-        old: dict[str, torch.Tensor] = {}
+        device = self.model.device
         chunks = _chunks(torch.arange(n), self.optim.micro_batch)
         if self.lockstep is not None:  # FSDP2: extra no-grad passes whose results are dropped
             padding = self.lockstep([len(chunks)])[0] - len(chunks)
             for _ in range(padding):
+                micro = to_device(trajectory_micro_batch(batch, chunks[0]), device)
                 for j in range(w):
-                    self._step(batch, chunks[0], j, grad=False)
+                    self._step(micro, j, grad=False)
+        log_probs, means, stds = [], [], []
         for idx in chunks:
-            for j in range(w):
-                out = self._step(batch, idx, j, grad=False)
-                log_probs[idx, j] = out.log_prob.float().cpu()
-                if keep_steps:
-                    if not old:
-                        old["mean"] = torch.empty(n, w, *out.mean.shape[1:])
-                        old["std_dev_t"] = torch.empty(n, w, *([1] * (out.mean.ndim - 1)))
-                    old["mean"][idx, j] = out.mean.cpu()
-                    std = torch.as_tensor(out.std_dev_t, dtype=torch.float32).cpu()
-                    old["std_dev_t"][idx, j] = (
-                        std.expand(len(idx), *([1] * (out.mean.ndim - 1)))
-                        if (std.numel() == 1)
-                        else std.reshape(len(idx), *([1] * (out.mean.ndim - 1)))
-                    )
-        return log_probs, old
+            micro = to_device(trajectory_micro_batch(batch, idx), device)
+            steps = [self._step(micro, j, grad=False) for j in range(w)]
+            log_probs.append(torch.stack([s.log_prob.float() for s in steps], dim=1))
+            if keep_steps:
+                means.append(torch.stack([s.mean for s in steps], dim=1))
+                ones = [1] * (steps[0].mean.ndim - 1)
+                stds.append(torch.stack([_std_column(s.std_dev_t, len(idx), ones, device) for s in steps], dim=1))
+        record = {"log_probs": torch.cat(log_probs)}
+        if keep_steps:
+            record |= {"mean": torch.cat(means), "std_dev_t": torch.cat(stds)}
+        gathered = to_host(record)
+        old = {k: v for k, v in gathered.items() if k != "log_probs"}
+        return gathered["log_probs"], old
 
     def run(
         self,
@@ -123,11 +128,13 @@ class TrajectoryUpdate:
         """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers), with the rollout
         correction's diagnostic sums under ``"rollout_corr"`` when both log-probs exist.
 
+        ``batch``, ``advantages`` and ``extras`` are host records; each micro-batch crosses to the device once.
         ``behaviour``: a context in which the model holds the weights version that sampled the batch (a stale
         batch, ``[run] max_staleness``), for the old log-probs' recompute; None: the weights as they are."""
         traj = batch.trajectory
         if traj is None:
             raise RuntimeError("the rollout recorded no trajectory but the loss needs per-step log-probs")
+        self._guidance = traj.guidance_scale
         w = traj.log_probs.shape[1]
         shard = shard or Shard.whole(batch.group_ids.tolist())
         views = self.loss.requirements.views
@@ -146,30 +153,40 @@ class TrajectoryUpdate:
                 passes = [(idx, True) for idx in chunks] + [(filler, False)] * (count - len(chunks))
                 for idx, real in passes:
                     weight = len(idx) / (len(mb) * w) if real else 0.0
+                    micro = to_device(
+                        trajectory_micro_batch(
+                            batch,
+                            idx,
+                            advantages=advantages,
+                            extras=extras,
+                            old_log_probs=old_log_probs,
+                            old_steps=old_steps,
+                            weights=sample_weights,
+                        ),
+                        device,
+                    )
                     for j in range(w):
-                        current = self._step(batch, idx, j, grad=True)
-                        reference = (
-                            self._step(batch, idx, j, grad=False, reference=True) if ("reference" in views) else None
-                        )
+                        current = self._step(micro, j, grad=True)
+                        reference = self._step(micro, j, grad=False, reference=True) if ("reference" in views) else None
                         old = None
                         if "old" in views:
                             old = SamplerStep(
-                                sample=traj.next_latents[idx, j].to(device),
-                                mean=old_steps["mean"][idx, j].to(device),
-                                std_dev_t=old_steps["std_dev_t"][idx, j].to(device),
-                                log_prob=old_log_probs[idx, j].to(device),
+                                sample=micro.next_latents[:, j],
+                                mean=micro.old_mean[:, j],
+                                std_dev_t=micro.old_std[:, j],
+                                log_prob=micro.old_log_probs[:, j],
                             )
                         inputs = TrajectoryLossInputs(
                             current=current,
-                            old_log_prob=old_log_probs[idx, j].to(device),
-                            advantages=advantages[idx].to(device),
+                            old_log_prob=micro.old_log_probs[:, j],
+                            advantages=micro.advantages,
                             old=old,
                             reference=reference,
-                            sigmas=traj.sigmas[idx, j].to(device),
-                            next_sigmas=traj.next_sigmas[idx, j].to(device),
-                            extras={k: v[idx].to(device) for k, v in extras.items()},
-                            step_indices=traj.step_indices[idx, j].to(device),
-                            weights=None if sample_weights is None else sample_weights[idx, j].to(device),
+                            sigmas=micro.sigmas[:, j],
+                            next_sigmas=micro.next_sigmas[:, j],
+                            extras=micro.extras,
+                            step_indices=micro.step_indices[:, j],
+                            weights=None if micro.weights is None else micro.weights[:, j],
                         )
                         out = self.loss(inputs)
                         self.stepper.backward(out.loss, weight)
@@ -194,7 +211,7 @@ class TrajectoryUpdate:
         assert traj is not None
         rc = self.correction
         views = self.loss.requirements.views
-        rollout = traj.log_probs.float()
+        rollout = to_host(traj.log_probs).float()
         if rc.mode == "off":
             recompute = self.optim.recompute_old_log_probs or "old" in views
         elif rc.mode == "bypass":

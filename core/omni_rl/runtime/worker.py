@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from omni_rl import placement_guard
 from omni_rl.context import BuildContext
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.policy_sync import PolicySync
@@ -52,11 +53,13 @@ def sample(model: Any, sampler: Any, rollout: Any, rollout_view: str, request: R
     """The rollout backend's batch for ``request`` with the loss's rollout view for training ("current" for
     validation), and its SDE window: the schedule step indices of the recorded window (the same for every sample
     and worker, logged by the trainer), empty when none was recorded."""
+    from omni_rl.placement import to_host
     from omni_rl.runtime.forward_update import view_context
 
     view = rollout_view if request.mode == "train" else "current"
     with view_context(model, view):
         batch = rollout.generate(model, sampler, request)
+    batch = to_host(batch)  # the one boundary: rollout outputs wait on the host (docs/placement.md)
     trajectory = batch.trajectory
     window = [] if trajectory is None else [int(j) for j in trajectory.step_indices[0].tolist()]
     return batch, window
@@ -96,6 +99,7 @@ class PolicyWorker(PolicySync):
             world_size=world_size,
         )
         self.model, self.sampler, self.rollout, self.loss = build_sampling_parts(config, self.ctx)
+        placement_guard.mark_module(self.model)  # OMNI_RL_PLACEMENT_GUARD: the weights are on the device
         self.requirements = self.loss.requirements
         self._batch: Any = None
         self.trainable_count = sum(p.numel() for p in self.model.trainable_parameters())
@@ -143,6 +147,7 @@ class PolicyWorker(PolicySync):
     def ready(self) -> dict[str, Any]:
         return {**process_info(self.ctx.device), "trainable_parameters": self.trainable_count}
 
+    @placement_guard.guard_method
     def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
         """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy, and for a
         training rollout ``window``: the schedule step indices of its recorded SDE window, empty when none).
@@ -166,6 +171,7 @@ class PolicyWorker(PolicySync):
             self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
         return out
 
+    @placement_guard.guard_method
     def update(
         self,
         advantages: np.ndarray,
@@ -250,9 +256,10 @@ class PolicyWorker(PolicySync):
         """``tensor`` summed over the worker group (the rollout correction's batch normalisation)."""
         import torch.distributed as dist
 
-        out = tensor.clone()
+        # nccl reduces device tensors only: the host statistics cross to the device and back
+        out = tensor.to(self.ctx.device, copy=True)
         dist.all_reduce(out)
-        return out
+        return out.to(tensor.device)
 
     def _all_reduce_grads(self, params: list[Any]) -> None:
         """Sum every trainable gradient across workers in one flat buffer (the DDP reduction, done once per
