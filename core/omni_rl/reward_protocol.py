@@ -20,9 +20,11 @@ from __future__ import annotations
 import base64
 import io
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import attrs
 import numpy as np
 
 from omni_rl.batch import RewardResult
@@ -34,6 +36,39 @@ IMAGE_ENCODINGS: tuple[str, ...] = ("png", "raw")
 
 class ProtocolError(ValueError):
     """A request or response that does not follow the protocol; the message says which field and why."""
+
+
+@attrs.frozen(kw_only=True)
+class PixelLimits:
+    """How many pixels a server decodes, checked from the image headers before any pixel is decoded.
+
+    A PNG of a few hundred KB can declare 144 Mpixel (1.45 GB and 6 s to decode in a replica): the body size says
+    nothing about the memory a request costs, so each image and the whole request have their own limit. None:
+    no limit (a client decoding its own replies)."""
+
+    per_image: int | None = None
+    per_request: int | None = None
+
+    def check(self, index: int, height: int, width: int, so_far: int) -> int:
+        """``so_far`` plus this image's pixels, or ProtocolError when an image is empty or a limit is passed."""
+        if height <= 0 or width <= 0:
+            raise ProtocolError(f'"images.data[{index}]" is {width}x{height}: an image needs at least one pixel')
+        pixels = height * width
+        if self.per_image is not None and pixels > self.per_image:
+            raise ProtocolError(
+                f'"images.data[{index}]" is {width}x{height} = {pixels:,} pixels; this server takes at most '
+                f"{self.per_image:,} per image"
+            )
+        total = so_far + pixels
+        if self.per_request is not None and total > self.per_request:
+            raise ProtocolError(
+                f"the request's images hold more than {self.per_request:,} pixels (this server's limit per request); "
+                "send fewer or smaller images per request (the http reward's options.batch_size)"
+            )
+        return total
+
+
+NO_LIMITS = PixelLimits()
 
 
 # -- images ----------------------------------------------------------------------------------------------
@@ -64,42 +99,56 @@ def encode_images(images: np.ndarray, encoding: ImageEncoding = "png") -> dict[s
     raise ProtocolError(f"unknown image encoding {encoding!r}; use one of {', '.join(IMAGE_ENCODINGS)}")
 
 
-def decode_images(field: Any) -> np.ndarray:
-    """The uint8 (N, H, W, 3) array of a request's ``images`` field, or ProtocolError."""
+def decode_images(field: Any, limits: PixelLimits = NO_LIMITS) -> np.ndarray:
+    """The uint8 (N, H, W, 3) array of a request's ``images`` field, or ProtocolError (also for an image past
+    ``limits``, found before it is decoded)."""
     if not isinstance(field, Mapping):
         raise ProtocolError('"images" must be an object with "encoding" and "data"')
     encoding = field.get("encoding")
     if encoding == "raw":
-        return _decode_raw(field)
+        return _decode_raw(field, limits)
     if encoding == "png":
-        return _decode_png(field.get("data"))
+        return _decode_png(field.get("data"), limits)
     raise ProtocolError(f'"images.encoding" must be one of {list(IMAGE_ENCODINGS)}, got {encoding!r}')
 
 
-def _decode_raw(field: Mapping[str, Any]) -> np.ndarray:
+def _decode_raw(field: Mapping[str, Any], limits: PixelLimits) -> np.ndarray:
     if field.get("dtype") != "uint8":
         raise ProtocolError(f'"images.dtype" must be "uint8", got {field.get("dtype")!r}')
     shape = field.get("shape")
     if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(s, int) and s >= 0 for s in shape)):
         raise ProtocolError(f'"images.shape" must be [N, H, W, 3] (non-negative integers), got {shape!r}')
+    total = 0
+    for i in range(shape[0]):  # before the base64 is decoded: the shape alone says what it would cost
+        total = limits.check(i, shape[1], shape[2], total)
     raw = _b64(field.get("data"), "images.data")
     if len(raw) != math.prod(shape):
         raise ProtocolError(f'"images.data" holds {len(raw)} bytes but shape {shape} needs {math.prod(shape)}')
     return _checked_images(np.frombuffer(raw, dtype=np.uint8).reshape(shape), "images")
 
 
-def _decode_png(data: Any) -> np.ndarray:
+def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
     from PIL import Image
 
     if not isinstance(data, list):
         raise ProtocolError('"images.data" must be a list of base64 PNG strings')
     images = []
+    total = 0
     for i, item in enumerate(data):
+        raw = _b64(item, f"images.data[{i}]")
         try:
-            with Image.open(io.BytesIO(_b64(item, f"images.data[{i}]"))) as image:
+            with warnings.catch_warnings():  # PIL's bomb warning: the limits below refuse such an image anyway
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                opened = Image.open(io.BytesIO(raw))  # reads the header only: the size, before any pixel
+            with opened as image:
+                total = limits.check(i, image.height, image.width, total)
                 images.append(np.asarray(image.convert("RGB"), dtype=np.uint8))
-        except OSError as exc:
-            raise ProtocolError(f'"images.data[{i}]" is not a readable image: {exc}') from exc
+        except ProtocolError:
+            raise
+        # whatever a client's bytes make PIL raise (OSError, SyntaxError, DecompressionBombError, ...) is the
+        # client's error, answered 400, never a server fault the client would retry
+        except Exception as exc:
+            raise ProtocolError(f'"images.data[{i}]" is not a readable image: {type(exc).__name__}: {exc}') from exc
     if len({image.shape for image in images}) > 1:
         raise ProtocolError("the images of one request must all have the same height and width")
     return np.stack(images) if images else np.zeros((0, 0, 0, 3), dtype=np.uint8)
@@ -140,13 +189,13 @@ def encode_request(
     }
 
 
-def decode_request(body: Any) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
+def decode_request(body: Any, limits: PixelLimits = NO_LIMITS) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
     """``(images, prompts, metadata)`` of a request body, or ProtocolError naming the bad field."""
     if not isinstance(body, Mapping):
         raise ProtocolError("the request body must be a JSON object")
     if body.get("protocol", PROTOCOL) != PROTOCOL:
         raise ProtocolError(f'unsupported "protocol" {body.get("protocol")!r}; this server speaks {PROTOCOL!r}')
-    images = decode_images(body.get("images"))
+    images = decode_images(body.get("images"), limits)
     prompts = body.get("prompts")
     if not (isinstance(prompts, list) and all(isinstance(p, str) for p in prompts)):
         raise ProtocolError('"prompts" must be a list of strings')

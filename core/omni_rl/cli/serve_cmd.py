@@ -7,12 +7,24 @@ served, and imports no plugin. docs/rewards.md describes the config and the JSON
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from rich.text import Text
 
 from omni_rl.cli.output import Output
+from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
+
+
+def require_token(token_env: str) -> None:
+    """A server configured with a token must not start without one: a ConfigError (exit 2) before Ray starts."""
+    if token_env and not os.environ.get(token_env):
+        raise ConfigError(
+            f"[server] token_env names {token_env}, which is not set (or empty) @ $.server.token_env",
+            hint=f"export {token_env}=<token> (and the same in the runs' http reward: options.api_key_env = "
+            f'"{token_env}"), or remove token_env to serve without a token',
+        )
 
 
 def run_serve_reward(args: argparse.Namespace, output: Output, registry: Registry) -> int:
@@ -22,6 +34,7 @@ def run_serve_reward(args: argparse.Namespace, output: Output, registry: Registr
     for warning in registry.warnings:
         output.warning(warning)
     config = load_serve_config(args.config, args.set or (), registry)
+    require_token(config.server.token_env)
     started = connect(config)
     try:
         urls = start_servers(config)

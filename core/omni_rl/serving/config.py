@@ -20,14 +20,27 @@ from omni_rl.config.overrides import Override, apply_overrides
 from omni_rl.config.toml import parse_toml
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
+from omni_rl.reward_protocol import PixelLimits
 from omni_rl.schema import ResolvedComponent, _non_negative, _positive
+from omni_rl.serving.limits import ServeLimits
+from omni_rl.validators import int_between
 
 _ROUTE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 
 
 def _port(instance: Any, attribute: attrs.Attribute, value: int) -> None:
     if not 1 <= value <= 65535:
         raise ValueError(f"must be a TCP port between 1 and 65535, got {value!r}")
+
+
+def _env_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    # never echo the value: a user who pasted the token itself here must not see it printed in the error
+    if value and not _ENV_NAME.match(value):
+        raise ValueError(
+            "must be the NAME of an environment variable holding the token (upper case, digits and '_', e.g. "
+            '"OMNI_RL_REWARD_TOKEN"), never the token itself'
+        )
 
 
 def _route(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -44,6 +57,23 @@ class ServerSection:
     #: "127.0.0.1" serves this machine only; "0.0.0.0" serves the network (runs on other machines)
     host: str = "127.0.0.1"
     port: int = attrs.field(default=8000, validator=_port)
+    #: the largest request body read, in bytes (answered 413 beyond it, before the rest is read)
+    max_body_bytes: int = attrs.field(default=64 * 2**20, validator=int_between(1024, 2**40))
+    #: the most pixels one image may declare (4096 x 4096), and all images of one request together (64 images
+    #: of 1024 x 1024): checked from the image headers before decoding, answered 400 beyond them
+    max_image_pixels: int = attrs.field(default=4096 * 4096, validator=int_between(1, 2**40))
+    max_request_pixels: int = attrs.field(default=64 * 1024 * 1024, validator=int_between(1, 2**40))
+    #: the NAME of an environment variable holding a bearer token ("" = no token): every request must then send
+    #: ``Authorization: Bearer <token>`` (the http reward's options.api_key_env names the variable on its side)
+    token_env: str = attrs.field(default="", validator=_env_name)
+
+    def limits(self) -> ServeLimits:
+        """What a replica enforces on each request."""
+        return ServeLimits(
+            max_body_bytes=self.max_body_bytes,
+            pixels=PixelLimits(per_image=self.max_image_pixels, per_request=self.max_request_pixels),
+            token_env=self.token_env,
+        )
 
 
 @attrs.frozen(kw_only=True)

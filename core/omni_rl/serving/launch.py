@@ -13,6 +13,7 @@ from types import ModuleType
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards import actor_resources, ray_actor_options
 from omni_rl.serving.config import ServeConfig
+from omni_rl.serving.limits import token_runtime_env
 
 
 def _ray_serve() -> ModuleType:
@@ -61,8 +62,10 @@ def start_servers(config: ServeConfig) -> list[str]:
         app = RewardReplica.options(
             name=reward.route,
             num_replicas=reward.section.replicas,
-            ray_actor_options=ray_actor_options(reward.section.resources),
-        ).bind(reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s)
+            ray_actor_options=ray_actor_options(reward.section.resources) | token_runtime_env(config.server.token_env),
+        ).bind(
+            reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s, config.server.limits()
+        )
         try:
             serve.run(app, name=reward.route, route_prefix=f"/{reward.route}")
         except Exception as exc:

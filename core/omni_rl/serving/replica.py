@@ -8,7 +8,6 @@ gets its own scores back. Imports Ray Serve at module level: import this module 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,9 +19,10 @@ from starlette.responses import JSONResponse
 
 from omni_rl.batch import RewardResult
 from omni_rl.context import BuildContext
-from omni_rl.reward_protocol import PROTOCOL, ProtocolError, decode_request, encode_response
+from omni_rl.reward_protocol import encode_response
 from omni_rl.rewards import actor_context
 from omni_rl.schema import ResolvedComponent
+from omni_rl.serving.limits import ServeLimits, answer, read_token
 
 
 @attrs.frozen
@@ -88,7 +88,16 @@ def _call_or_error(model: Any, job: Job) -> RewardResult | Exception:
 class RewardReplica:
     """One copy of a reward model behind ``/<route>``: ``POST`` scores, ``GET`` describes the endpoint."""
 
-    def __init__(self, component: ResolvedComponent, max_batch_size: int, batch_wait_timeout_s: float) -> None:
+    def __init__(
+        self,
+        component: ResolvedComponent,
+        max_batch_size: int,
+        batch_wait_timeout_s: float,
+        limits: ServeLimits | None = None,
+    ) -> None:
+        self.limits = limits or ServeLimits()
+        # read here, from the replica's environment (launch.token_runtime_env): in no argument, repr or log
+        self.token = read_token(self.limits.token_env)
         # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
         self.model = component.build(actor_context(BuildContext(), component.resources))
         self.name = component.name
@@ -96,17 +105,22 @@ class RewardReplica:
         self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
     async def __call__(self, request: Request) -> JSONResponse:
-        if request.method == "GET":
-            return JSONResponse({"protocol": PROTOCOL, "reward": self.name})
-        try:
-            images, prompts, metadata = decode_request(json.loads(await request.body()))
-        except (ProtocolError, ValueError) as exc:
-            return JSONResponse({"error": f"bad request: {exc}"}, status_code=400)
+        status, document = await answer(
+            request.method,
+            request.headers,
+            request.stream(),
+            self.limits,
+            self.token,
+            {"reward": self.name},
+            self._score_job,
+        )
+        return JSONResponse(document, status_code=status)
+
+    async def _score_job(self, images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]) -> dict:
         result = await self.score(Job(images, prompts, metadata))
         if isinstance(result, Exception):
-            message = f"reward {self.name!r} failed: {type(result).__name__}: {result}"
-            return JSONResponse({"error": message}, status_code=500)
-        return JSONResponse(encode_response(result))
+            raise result
+        return encode_response(result)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
     async def score(self, jobs: list[Job]) -> list[RewardResult | Exception]:
