@@ -43,7 +43,6 @@ def _listed_plugins() -> list[Path]:
 PLUGINS = _listed_plugins()
 TEST_ENV = {
     "HF_HUB_OFFLINE": "1",
-    "RAY_AUTH_MODE": "disabled",
     "TOKENIZERS_PARALLELISM": "false",
     "OMP_NUM_THREADS": "1",
 }

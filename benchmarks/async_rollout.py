@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 ROOT = Path(__file__).parents[1]
 CASES = {

@@ -22,7 +22,7 @@ def _free_port() -> int:
 def test_run_joins_a_separately_started_cluster(tmp_path: Path, tiny_sd3: Path) -> None:
     port = _free_port()
     address = f"127.0.0.1:{port}"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
     ray_bin = Path(sys.executable).parent / "ray"
     head = subprocess.Popen(
         [

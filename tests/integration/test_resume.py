@@ -19,7 +19,7 @@ from omni_rl.cli import main
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 PROMPTS = Path(__file__).parents[2] / "docs" / "examples" / "prompts" / "objects.txt"
-ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
 
 
 def _args(out: Path, tiny_sd3: Path, *extra: str) -> list[str]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from omni_rl.errors import RuntimeFailure
+from omni_rl.runtime.ray_auth import prepare_auth
 from omni_rl.schema import ClusterConfig
 
 
@@ -21,13 +22,13 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
     ``"ray://host:10001"``). Either way the cluster is checked first to hold all of it. Yields a one-line
     description for the console.
     """
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
 
     started = False
     description = "reusing the Ray this process already joined"
     if not ray.is_initialized():
+        prepare_auth(cluster.address)
         kwargs = {
             "include_dashboard": False,
             "logging_level": logging.WARNING,
@@ -72,7 +73,7 @@ QUIET_WORKER_ENV = {
 def worker_env() -> dict[str, str]:
     """Environment for the worker processes: quiet libraries, and the user's HF offline / cache settings."""
     env = {key: os.environ.get(key, value) for key, value in QUIET_WORKER_ENV.items()}
-    for key in ("HF_HUB_OFFLINE", "HF_HOME", "OMNI_RL_TORCH_THREADS"):
+    for key in ("HF_HUB_OFFLINE", "HF_HOME", "OMNI_RL_TORCH_THREADS", "OMNI_RL_PLACEMENT_GUARD"):
         if key in os.environ:
             env[key] = os.environ[key]
     return env

@@ -12,6 +12,7 @@ from types import ModuleType
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards import actor_resources, ray_actor_options
+from omni_rl.runtime.ray_auth import prepare_auth
 from omni_rl.serving.config import ServeConfig
 from omni_rl.serving.limits import token_runtime_env
 
@@ -30,11 +31,11 @@ def _ray_serve() -> ModuleType:
 
 def connect(config: ServeConfig) -> bool:
     """Join or start Ray as ``[server] address`` says; True when this call started it (so it shuts it down)."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     import ray
 
     if ray.is_initialized():
         return False
+    prepare_auth(config.server.address)
     kwargs = {"include_dashboard": False, "logging_level": logging.WARNING}
     address = config.server.address
     try:

@@ -24,7 +24,6 @@ from omni_rl.cli import main
 from omni_rl.runtime.forward_update import view_context
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_awm.toml"
 SIZE = 32

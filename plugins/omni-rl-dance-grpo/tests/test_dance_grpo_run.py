@@ -14,7 +14,6 @@ import pytest
 from omni_rl.cli import main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_dance_grpo.toml"
 

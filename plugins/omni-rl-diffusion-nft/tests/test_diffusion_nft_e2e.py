@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_diffusion_nft.toml"
 NFT_METRICS = ("policy_loss", "positive_loss", "negative_loss", "old_deviation", "reward_prob_mean", "timestep_mean")

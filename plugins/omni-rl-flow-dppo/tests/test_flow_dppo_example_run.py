@@ -10,7 +10,6 @@ from pathlib import Path
 from omni_rl.testing.runs import run_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_flow_dppo.toml"
 

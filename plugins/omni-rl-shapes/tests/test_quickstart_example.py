@@ -15,7 +15,6 @@ from omni_rl.testing.ray import local_ray
 from omni_rl.testing.runs import run_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "quickstart.toml"
 
