@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import attrs
 
 from omni_rl.data_parquet import is_parquet, read_parquet_rows
 from omni_rl.errors import ConfigError
+from omni_rl.package_paths import is_package_path, package_path
 
 SOURCE_HINT = (
     "give a .txt (one prompt per line), .jsonl (one {\"prompt\": ...} object per line) or .parquet (a 'prompt' "
@@ -70,14 +70,15 @@ def _text_records(data: bytes, source: str, name: str, config_path: str) -> list
 
 
 def _read_bytes(source: str, config_path: str) -> tuple[bytes, str]:
-    if source.startswith("package:"):
-        try:
-            _, module, relative = source.split(":", 2)
-            return resources.files(module).joinpath(relative).read_bytes(), relative
-        except (ValueError, ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+    if is_package_path(source):
+        try:  # found without importing the package, inside it only (omni_rl.package_paths)
+            path = package_path(source, "prompt source")
+            return path.read_bytes(), source.split(":", 2)[2]
+        except (ConfigError, OSError) as exc:
+            reason = exc.message if isinstance(exc, ConfigError) else f"cannot read prompt source {source!r} ({exc})"
             raise ConfigError(
-                f"cannot read prompt source {source!r} ({exc}) @ {config_path}",
-                hint="use package:<installed module>:<path inside the package>, e.g. "
+                f"{reason} @ {config_path}",
+                hint="use package:<installed package>:<path inside the package>, e.g. "
                 "package:omni_rl_shapes:prompts/train.txt",
             ) from None
     path = Path(source)

@@ -17,6 +17,7 @@ import attrs
 from omni_rl.checkpoint import checkpoints_dir, latest_checkpoint, list_checkpoints, step_of
 from omni_rl.errors import ConfigError
 from omni_rl.schema import ResolvedConfig
+from omni_rl.writable import writable_directory
 
 
 @attrs.frozen
@@ -89,4 +90,5 @@ def _step(line: str) -> int:
 
 
 def prepare(run_dir: Path) -> None:
+    writable_directory(run_dir, "$.run.output_dir")  # a file or a read-only place: exit 2, nothing started
     checkpoints_dir(run_dir).mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from omni_rl.advantage_checks import CheckedEstimator
 from omni_rl.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
 from omni_rl.asynchrony import check_asynchrony, staleness_metrics
 from omni_rl.checkpoint import latest_checkpoint
+from omni_rl.console_width import print_whole
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure
@@ -347,12 +348,12 @@ class Trainer:
 
         self.console.print(f"[green]done[/]: metrics in {escape(str(run_dir / 'metrics.jsonl'))}")
         summary = summarize_run(run_dir)
-        self.console.print(summary_table([summary]))
+        print_whole(self.console, summary_table([summary]))  # off a terminal: no cell or command split mid-word
         grids = sorted(run_dir.glob("samples_step_*.png"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
         if grids:
-            self.console.print(f"sample grids: {escape(str(grids[0]))} ... {escape(str(grids[-1]))}")
+            print_whole(self.console, f"sample grids: {escape(str(grids[0]))} ... {escape(str(grids[-1]))}")
         for name, where in summary_paths(summary):
-            self.console.print(f"{name}: {escape(where)}")
+            print_whole(self.console, f"{name}: {escape(where)}")
 
     def _train_loop(
         self, group: WorkerGroup, run_dir: Path, first_step: int, resumed: bool, interrupt: InterruptGuard

@@ -10,11 +10,21 @@ from rich.text import Text
 
 from omni_rl.cli.output import Output
 from omni_rl.compare import difference_labels, plot_comparison
+from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
 from omni_rl.run_summary import read_config, summarize_run, summary_paths, summary_table
+from omni_rl.validators import is_finite_number
+from omni_rl.writable import writable_file
 
 
 def run_compare(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+    # usage errors before any run is read: exit 2 with the option named, not a raw exception from the plot
+    if not (is_finite_number(args.ema) and 0.0 <= args.ema < 1.0):
+        raise ConfigError(
+            f"--ema {args.ema} is not an EMA factor: it must be in [0, 1)",
+            hint="0 draws the raw train reward; 0.9 (the default) and 0.99 smooth it more",
+        )
+    writable_file(args.out, "--out", "compare.png")
     dirs = [Path(d) for d in args.run_dirs]
     unlabelled = [summarize_run(d) for d in dirs]  # a directory that is not a run stops here (exit 2)
     labels = difference_labels([read_config(d) for d in dirs], [s.label for s in unlabelled])

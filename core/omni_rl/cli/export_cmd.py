@@ -9,6 +9,7 @@ from rich.text import Text
 from omni_rl.cli.output import Output
 from omni_rl.errors import RuntimeFailure
 from omni_rl.registry import Registry
+from omni_rl.writable import writable_directory
 
 #: Packages whose absence means "the training extra (or the model plugin's dependencies) is not installed".
 _EXPORT_DEPENDENCIES = ("torch", "diffusers", "transformers", "peft", "safetensors")
@@ -22,6 +23,7 @@ def run_export(args: argparse.Namespace, output: Output, registry: Registry) -> 
     for info in registry.plugins:
         if info.status == "error":
             output.warning(f"plugin {info.label} ({info.entry_point}) failed to load: {info.error}")
+    writable_directory(args.out, "--out")  # a file or a read-only place: exit 2 now, not an OSError after loading
     try:
         result = export_run(
             args.run_dir, args.out, step=args.step, merged=args.merged, overrides=args.set or (), registry=registry

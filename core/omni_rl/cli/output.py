@@ -13,6 +13,7 @@ import traceback
 from rich.console import Console, RenderableType
 from rich.text import Text
 
+from omni_rl.console_width import print_whole
 from omni_rl.errors import OmniRLError
 from omni_rl.faults import describe_remote, strip_actor_ids, strip_ansi
 
@@ -26,7 +27,7 @@ class Output:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     def print(self, renderable: RenderableType) -> None:
-        self.out.print(renderable)
+        print_whole(self.out, renderable)  # a table is not folded mid-word off a terminal
 
     def plain(self, text: str) -> None:
         """Text for machines (JSON, TOML): written as is, no styling, no wrapping."""

@@ -88,6 +88,10 @@ def _apply(document: dict[str, Any], override: Override) -> None:
             raise ConfigError(f"--set {override.text!r}: {parent} is {toml_type(node)}, not a table")
         if last:
             node[key] = copy.deepcopy(override.value)
+        elif depth == 0 and key not in node and override.keys[1].isdigit():
+            # a section indexed by number is an array of tables: ``eval_reward.0.name=x`` creates the first
+            # [[eval_reward]] of a file without one, as ``reward.1.name=x`` appends to [[reward]]
+            node = node.setdefault(key, [])
         else:
             node = node.setdefault(key, {})
 
