@@ -3,6 +3,7 @@
 - ``lint``: ruff check and format check.
 - ``tests``: the core's tests, every first-party plugin's tests, and the integration tests (all plugins installed).
 - ``integration``: only tests/integration (end-to-end runs through the CLI and Ray).
+- ``contrib``: each plugin under contrib/ installed on its own (as a third party's would be) and its tests.
 - ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md, and colocated vs one-step-off rollout (printed).
 - ``bench_gpu``: the GPU rows of the overhead and rollout-placement benchmarks (needs a CUDA device),
@@ -81,6 +82,22 @@ def tests(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     install_all(session)
     session.run("pytest", "-q", "tests/integration", *session.posargs, env=TEST_ENV)
+
+
+#: experimental and community plugins: not in ``tests``, each installed from its own pyproject by ``contrib``
+CONTRIB = sorted(p for p in (ROOT / "contrib").glob("omni-rl-*") if (p / "pyproject.toml").is_file())
+
+
+@nox.session
+def contrib(session: nox.Session) -> None:
+    """Every contrib/ plugin as a user installs it: the core from its pyproject, then the plugin from its own (no
+    first-party plugin), and the plugin's tests. A plugin that needs a first-party one says so in its own
+    dependencies, as a published third-party plugin would."""
+    session.install(TORCH, "-e", ".[train,test]", *[arg for p in CONTRIB for arg in ("-e", str(p.relative_to(ROOT)))])
+    session.run("python", "-c", CHECK_CPU_ONLY)
+    session.run("omni-rl", "plugins", "--components")
+    paths = [str((p / "tests").relative_to(ROOT)) for p in CONTRIB if (p / "tests").exists()]
+    session.run("pytest", "-q", *paths, *session.posargs, env=TEST_ENV)
 
 
 @nox.session

@@ -83,7 +83,7 @@ def parse_name_list(value: str | None) -> frozenset[str] | None:
     """``"a, b"`` → ``{"a", "b"}`` (canonicalised); unset or blank → None (no selection)."""
     if value is None or not value.strip():
         return None
-    return frozenset(canonical_name(part) for part in value.split(",") if part.strip())
+    return frozenset(canonical_name(part.strip()) for part in value.split(",") if part.strip())
 
 
 def describe_exception(exc: BaseException) -> str:
