@@ -130,3 +130,24 @@ def test_tables_and_commands_print_whole_off_a_terminal(monkeypatch: pytest.Monk
     lines = out.getvalue().splitlines()
     assert any(long_path in line for line in lines)
     assert command in lines
+
+
+def test_export_keeps_library_chatter_off_its_output(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import logging
+    import warnings
+
+    from omni_rl.quiet import quiet_libraries
+
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    logging.getLogger("transformers").setLevel(logging.NOTSET)
+    with quiet_libraries():
+        warnings.warn("`torch_dtype` is deprecated! Use `dtype` instead!", FutureWarning, stacklevel=1)
+        logging.getLogger("transformers.modeling_utils").warning("Some weights were not initialized")
+        assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    captured = capsys.readouterr()
+    assert "deprecated" not in captured.err and "not initialized" not in captured.err
+    assert "TQDM_DISABLE" not in os.environ and logging.getLogger("transformers").level == logging.NOTSET
+    with quiet_libraries(enabled=False), pytest.warns(FutureWarning):  # --debug: everything shows
+        warnings.warn("shown", FutureWarning, stacklevel=1)

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from omni_rl.cli.output import Output
 from omni_rl.errors import RuntimeFailure
+from omni_rl.quiet import quiet_libraries
 from omni_rl.registry import Registry
 from omni_rl.writable import writable_directory
 
@@ -25,9 +26,10 @@ def run_export(args: argparse.Namespace, output: Output, registry: Registry) -> 
             output.warning(f"plugin {info.label} ({info.entry_point}) failed to load: {info.error}")
     writable_directory(args.out, "--out")  # a file or a read-only place: exit 2 now, not an OSError after loading
     try:
-        result = export_run(
-            args.run_dir, args.out, step=args.step, merged=args.merged, overrides=args.set or (), registry=registry
-        )
+        with quiet_libraries(enabled=not output.debug):  # one result line, not the libraries' warnings and bars
+            result = export_run(
+                args.run_dir, args.out, step=args.step, merged=args.merged, overrides=args.set or (), registry=registry
+            )
     except ImportError as exc:
         if (exc.name or "").split(".")[0] not in _EXPORT_DEPENDENCIES:
             raise
