@@ -25,7 +25,7 @@ import numpy as np
 
 from omni_rl.batch import RewardResult
 from omni_rl.errors import RuntimeFailure
-from omni_rl.faults import describe_remote
+from omni_rl.faults import describe_remote, startup_error
 from omni_rl.schema import ResolvedComponent
 
 #: how long a reward actor may wait for its resources before the run fails (instead of hanging)
@@ -117,8 +117,15 @@ class CombinedReward:
                 waiting[self.models[k].__ray_ready__.remote()] = k
         if not waiting:
             return
-        # a reward that fails to build is not an error here: its first batch fails, as on_error says
-        _, unplaced = ray.wait(list(waiting), num_returns=len(waiting), timeout=REWARD_ACTOR_TIMEOUT_S)
+        placed, unplaced = ray.wait(list(waiting), num_returns=len(waiting), timeout=REWARD_ACTOR_TIMEOUT_S)
+        for ref in placed:  # a reward that fails to build stops the run now, as one in the driver does
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                error = startup_error(exc, f"reward actor {self.names[waiting[ref]]!r}")
+                if error is not None:
+                    self.close()
+                    raise error from exc
         if unplaced:
             self._unplaced(waiting[unplaced[0]])
 

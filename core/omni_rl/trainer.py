@@ -98,6 +98,8 @@ class Trainer:
         #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
         self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
         self.rollout_group: RolloutGroup | None = None
+        #: whether the training loop began (errors before it carry no resume command)
+        self.training_started = False
 
     # -- one step -----------------------------------------------------------------------------------------
     def _score(
@@ -269,9 +271,7 @@ class Trainer:
         reward_actors = self.rewards.actor_resources() + self.eval_rewards.actor_resources()
         with ray_session(config.cluster, reward_actors) as ray_description, InterruptGuard(self.console) as interrupt:
             self.console.print(f"Ray: {ray_description}")
-            group = WorkerGroup(
-                config, lambda: f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
-            )
+            group = WorkerGroup(config, lambda: self._failure_hint(run_dir))
             try:
                 self.rewards.start()  # before the first rollout: a reward actor that cannot be placed fails now
                 self.eval_rewards.start()
@@ -316,9 +316,7 @@ class Trainer:
         if not config.cluster.rollout_workers:
             self.source = ColocatedRollouts(group, self._reward_stream())
             return None
-        self.rollout_group = RolloutGroup(
-            config, lambda: f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
-        )
+        self.rollout_group = RolloutGroup(config, lambda: self._failure_hint(run_dir))
         self.source = DisaggregatedRollouts(
             group, self.rollout_group, config.run.max_staleness, self.prompts, self._reward_stream()
         )
@@ -361,6 +359,7 @@ class Trainer:
         """Steps ``first_step``..``steps`` with validation, logging and checkpoints; returns the last saved step.
         Stops after the step in which an interrupt was requested (that step is checkpointed)."""
         config = self.config
+        self.training_started = True
         last_saved = first_step - 1
         # the first step logged: a fresh run may log step 0 (validation before training), a resumed one first_step
         first_logged = first_step if resumed else 0
@@ -392,6 +391,13 @@ class Trainer:
             checkpoint.apply_rng(*saved)
         else:
             checkpoint.seed_global_rngs(self.config.run.seed)
+
+    def _failure_hint(self, run_dir: Path) -> str:
+        """What to do after a worker died: the resume command only once training began (a run that never
+        started has nothing to resume; its own command starts it again)."""
+        if not self.training_started:
+            return "check memory and the worker log above"
+        return f"check memory and the worker log above; resume with: {self.resume_command(run_dir)}"
 
     @staticmethod
     def resume_command(run_dir: Path) -> str:

@@ -11,6 +11,7 @@ from rich.text import Text
 from omni_rl.cli.output import Output
 from omni_rl.config import check_prompt_sources, load_config, resolved_toml
 from omni_rl.errors import RuntimeFailure
+from omni_rl.preflight import preflight
 from omni_rl.registry import Registry
 from omni_rl.schema import ResolvedConfig
 
@@ -21,6 +22,7 @@ _TRAIN_DEPENDENCIES = ("torch", "ray", "safetensors", "omni_rl.trainer", "omni_r
 def run_check(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     config = _load(args, output, registry)
     check_prompt_sources(config, source=str(args.config))  # `run` reads them when training starts
+    preflight(config, source=str(args.config))  # model path, API-key variables, output_dir, resume: no weights
     output.success(f"{args.config}: config is valid")
     output.print(_components_table(config, registry))
     return 0

@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl.runtime.ray_auth import prepare_auth
+from omni_rl.runtime.ray_session_dir import embedded_session_dir, remove_session_dir
+from omni_rl.runtime.worker_logs import filter_worker_logs
 from omni_rl.schema import ClusterConfig
 
 
@@ -53,12 +55,16 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
                 'or use address = "local" for an embedded cluster',
             ) from exc
         started = True
+        filter_worker_logs()
+    session = embedded_session_dir() if started and cluster.address == "local" else None
     try:
         _check_resources(cluster, reward_actors)
         yield f"{description} ({_resource_summary()})"
     finally:
         if started:
             ray.shutdown()
+        if session is not None:
+            remove_session_dir(session)
 
 
 #: Library chatter that would drown the progress bar in every worker's log; a user's own setting wins.

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from omni_rl.errors import OmniRLError, RuntimeFailure
-from omni_rl.faults import clean_line, describe_remote, remote_cause
+from omni_rl.faults import clean_line, describe_remote, remote_cause, startup_error
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle, worker_env
 from omni_rl.runtime.sharding import split_groups
@@ -142,6 +142,9 @@ class WorkerGroup:
         when none died, the worker's own error as one line naming the worker and the operation (:func:`_named`)."""
         import ray
 
+        started = startup_error(exc, f"{self.role} {rank}")
+        if started is not None:  # its constructor raised (a wrong model path): the cause, not "it died"
+            raise started from exc
         dead = {rank: _reason(exc)} if _is_death(exc) else {}
         deadline = time.monotonic() + (SIBLING_DEATH_S if dead else FAILURE_GRACE_S)
         while pending and (remaining := deadline - time.monotonic()) > 0:

@@ -133,7 +133,7 @@ def test_the_api_key_is_sent_but_never_shown(
 
 def test_an_unset_key_variable_fails_the_build_by_name(fake_vlm: FakeVlm, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    with pytest.raises(RuntimeFailure, match=f"{KEY_ENV} \\(options.api_key_env\\) is not set"):
+    with pytest.raises(ConfigError, match=f"{KEY_ENV} \\(options.api_key_env\\) is not set"):
         _judge(fake_vlm, api_key_env=KEY_ENV)
 
 

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import os
 
-from omni_rl.errors import RuntimeFailure
+from omni_rl.errors import ConfigError
 
 MASK = "***"
 
 
 def read_api_key(env_name: str, reward: str) -> str:
-    """The key in ``$env_name`` ("" when no variable is configured); a configured but unset one is an error."""
+    """The key in ``$env_name`` ("" when no variable is configured); a configured but unset one is a ConfigError
+    (exit 2, like any setup mistake the user fixes before the run: it is raised while the reward is built)."""
     if not env_name:
         return ""
     key = os.environ.get(env_name, "")
     if not key:
-        raise RuntimeFailure(
+        raise ConfigError(
             f"the {reward} reward's API key variable {env_name} (options.api_key_env) is not set in this process",
             hint=f"export {env_name}=<your key> before starting the run (on every Ray node that scores this "
             'reward), or set options.api_key_env = "" for a server without authentication',
