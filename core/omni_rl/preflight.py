@@ -22,6 +22,7 @@ import attrs
 
 from omni_rl.errors import ConfigError
 from omni_rl.package_paths import is_package_path, package_path
+from omni_rl.resume_guard import fixed_option_problems
 from omni_rl.schema import ResolvedComponent, ResolvedConfig
 
 #: a Hugging Face hub id (``org/name``); a path that does not exist and looks like one is left to the loader
@@ -101,9 +102,12 @@ def run_dir_problems(config: ResolvedConfig) -> list[str]:
         writable_directory(config.run.output_dir, "$.run.output_dir")
     except ConfigError as exc:
         problems.append(exc.message)
-    if config.run.resume not in ("auto", "never"):  # a named checkpoint ("never" into a used directory: `run` says)
+    if config.run.resume != "never":  # ("never" into a used directory: `run` says so, before anything starts)
         try:
-            resolve_run_start(config)
-        except ConfigError as exc:
+            start = resolve_run_start(config)
+        except ConfigError as exc:  # a named checkpoint that is not there
             problems.append(exc.message)
+        else:
+            if start.candidates:
+                problems += fixed_option_problems(config.raw, start.candidates[0])
     return problems

@@ -34,9 +34,11 @@ from omni_rl.plots import plot_reward_curve
 from omni_rl.plugins import describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.resume import resume
+from omni_rl.resume_guard import check_fixed_options
 from omni_rl.reward_health import RewardHealth
 from omni_rl.rewards import CombinedReward, ScoredBatch, StreamedScores
 from omni_rl.rollout_correction import merge_diagnostics
+from omni_rl.run_lock import RunLock
 from omni_rl.run_summary import format_reward
 from omni_rl.rundir import resolve_run_start
 from omni_rl.runtime.group import StreamParts, WorkerGroup
@@ -256,15 +258,21 @@ class Trainer:
 
     # -- the run ------------------------------------------------------------------------------------------
     def run(self) -> Path:
+        """Train, holding the output directory's lock throughout: one run per directory (omni_rl.run_lock)."""
+        run_dir = Path(self.config.run.output_dir).expanduser().absolute()
+        rundir.prepare(run_dir)  # a file or a read-only place: exit 2 before the lock file is made
+        with RunLock(run_dir):
+            return self._run()
 
+    def _run(self) -> Path:
         from omni_rl.config import write_resolved
         from omni_rl.runtime.cluster import ray_session
 
         config = self.config
         start = resolve_run_start(config)
         run_dir = start.run_dir
-        rundir.prepare(run_dir)
-        write_resolved(config, run_dir)
+        if start.candidates:  # a config changing what the checkpoint fixes (lora_rank...): exit 2, nothing written
+            check_fixed_options(config.raw, start.candidates[0])
         self.console.print(f"[bold]omni-rl[/]: run directory [cyan]{run_dir}[/]")
         if not start.fallback and start.candidates:  # a named checkpoint with a missing or cut file: refused now
             CheckpointReader(start.candidates[0]).check_sizes()
@@ -281,6 +289,9 @@ class Trainer:
                     "parameters"
                 )
                 loaded = resume(group, start, self.console)
+                # only once the checkpoint loaded: a resume that fails leaves the run's own config (and with it the
+                # resume command and `omni-rl export`) as they were
+                write_resolved(config, run_dir)
                 first_step = loaded.step + 1
                 if loaded.checkpoint is not None:
                     self.prompts.load_state_dict(loaded.state["prompt_sampler"])
