@@ -6,6 +6,7 @@
 - ``contrib``: each plugin under contrib/ installed on its own (as a third party's would be) and its tests.
 - ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md, and colocated vs one-step-off rollout (printed).
+- ``gpu``: the GPU suite (tests/gpu, marked ``gpu``): every example and runtime path on one CUDA GPU.
 - ``bench_gpu``: the GPU rows of the overhead and rollout-placement benchmarks (needs a CUDA device),
   each in its own section.
 
@@ -75,7 +76,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     install_all(session)
     paths = ["tests", *[str((p / "tests").relative_to(ROOT)) for p in PLUGINS if (p / "tests").exists()]]
-    session.run("pytest", "-q", "-m", "not slow", *paths, *session.posargs, env=TEST_ENV)
+    session.run("pytest", "-q", "-m", "not slow and not gpu", *paths, *session.posargs, env=TEST_ENV)
 
 
 @nox.session
@@ -145,6 +146,17 @@ def bench_gpu(session: nox.Session) -> None:
     session.run("python", "benchmarks/overhead.py", "--device", "cuda", *out, *session.posargs, env=env)
     # colocated vs disaggregated rollout on the same GPUs (its own section)
     session.run("python", "benchmarks/async_rollout.py", "--device", "cuda", *out, env=env)
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def gpu(session: nox.Session) -> None:
+    """The GPU suite (tests/gpu): every example and runtime path through `omni-rl run` on one CUDA GPU, two
+    steps each, in 4 parallel test processes sharing the GPU. Skipped with one line where no CUDA device is
+    visible. Like ``bench_gpu`` it uses the CUDA torch already installed (system site-packages) and pins none."""
+    session.install("-e", ".[train,test,serve]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
+    env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}
+    workers = os.environ.get("OMNI_RL_GPU_WORKERS", "4")
+    session.run("pytest", "-q", "-m", "gpu", "-n", workers, "tests/gpu", *session.posargs, env=env)
 
 
 @nox.session

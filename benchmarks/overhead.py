@@ -256,7 +256,11 @@ def main(argv: list[str] | None = None) -> None:
         cache = Path(args.cache_dir) if args.cache_dir else Path(tmp)
         timings, notes = bench_sizes(keys, setting, cache, args.repeats)
         if args.device == "cuda":
-            section = gpu_section(timings, gpu_context(setting, args.repeats, notes))
+            from flops import peak_flops
+
+            section = gpu_section(
+                timings, gpu_context(setting, args.repeats, notes), peak_flops(torch.cuda.get_device_name())
+            )
         else:
             scaling = None if args.no_scaling else bench_scaling(Path(tmp))
             section = cpu_section(timings, scaling, [*cpu_context(setting, args.repeats), *notes])

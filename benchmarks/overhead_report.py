@@ -34,6 +34,16 @@ class Timing:
     update_bare_s: float
     #: peak GPU memory over the measured runs (None on CPU)
     peak_memory_gib: float | None = None
+    #: diffusers' own pipeline call on the same model and settings (GPU rows; None where not measured)
+    diffusers_rollout_s: float | None = None
+    #: transformer FLOPs of one rollout and one update (benchmarks/flops.py), for MFU
+    rollout_flops: float | None = None
+    update_flops: float | None = None
+
+    @property
+    def vs_diffusers(self) -> float | None:
+        """The rollout's images/s over diffusers' pipeline images/s (1.0 = as fast)."""
+        return None if self.diffusers_rollout_s is None else self.diffusers_rollout_s / self.rollout_framework_s
 
     @property
     def rollout_ratio(self) -> float:
@@ -101,8 +111,16 @@ def cpu_section(timings: Sequence[Timing], scaling: Scaling | None, context: Seq
     return "\n".join(lines)
 
 
-def gpu_section(timings: Sequence[Timing], context: Sequence[str]) -> str:
-    """The ``nox -s bench_gpu`` section: images/s and update time on one GPU, with the ratios and the verdict."""
+def _mfu(flops: float | None, seconds: float | None, peak: float | None) -> str:
+    if flops is None or seconds is None or peak is None:
+        return "—"
+    return f"{100 * flops / seconds / peak:.0f}%"
+
+
+def gpu_section(timings: Sequence[Timing], context: Sequence[str], peak_flops: float | None = None) -> str:
+    """The ``nox -s bench_gpu`` section: images/s and update time on one GPU, with the ratios and the verdict,
+    then the rollout against diffusers' own pipeline call and each side's MFU (``peak_flops``: the GPU's dense bf16
+    FLOP/s)."""
     lines = [GPU_HEADING, "", *context, ""]
     lines += [
         "| model | images/s | rollout: omni-rl s | bare s | ratio | update: omni-rl s | bare s | ratio "
@@ -117,6 +135,27 @@ def gpu_section(timings: Sequence[Timing], context: Sequence[str]) -> str:
             f"| {t.update_ms_per_sample_step:.1f} | {peak} |"
         )
     lines += ["", *verdict_lines(timings)]
+    anchored = [t for t in timings if t.diffusers_rollout_s is not None]
+    if anchored:
+        lines += [
+            "",
+            "Against diffusers' own pipeline call on the same model (`pipe(prompts, num_images_per_prompt=..., "
+            "num_inference_steps=..., guidance_scale=...)`, same LoRA'd transformer, dtype, prompts, steps, CFG "
+            "and size), and model FLOPs utilisation of the transformer work (benchmarks/flops.py; text encoders "
+            "and VAE not counted):",
+            "",
+            "| model | omni-rl images/s | diffusers images/s | omni-rl ÷ diffusers | rollout MFU omni-rl "
+            "| rollout MFU diffusers | update MFU |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for t in anchored:
+            assert t.diffusers_rollout_s is not None and t.vs_diffusers is not None
+            lines.append(
+                f"| {t.label} | {t.images_per_s:.2f} | {t.images / t.diffusers_rollout_s:.2f} | {t.vs_diffusers:.3f} "
+                f"| {_mfu(t.rollout_flops, t.rollout_framework_s, peak_flops)} "
+                f"| {_mfu(t.rollout_flops, t.diffusers_rollout_s, peak_flops)} "
+                f"| {_mfu(t.update_flops, t.update_framework_s, peak_flops)} |"
+            )
     return "\n".join(lines)
 
 
