@@ -7,10 +7,8 @@ the advantages back for the update. Workers keep their rollout in memory; only i
 
 from __future__ import annotations
 
-import os
+import shlex
 import shutil
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,7 @@ from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure
 from omni_rl.images import save_grid
+from omni_rl.interrupts import InterruptGuard
 from omni_rl.manifest import FORMAT, CheckpointReader
 from omni_rl.metrics import MetricsLogger
 from omni_rl.plots import plot_reward_curve
@@ -277,7 +276,8 @@ class Trainer:
         if not start.fallback and start.candidates:  # a named checkpoint with a missing or cut file: refused now
             CheckpointReader(start.candidates[0]).check_sizes()
         reward_actors = self.rewards.actor_resources() + self.eval_rewards.actor_resources()
-        with ray_session(config.cluster, reward_actors) as ray_description, InterruptGuard(self.console) as interrupt:
+        guard = InterruptGuard(self.console, lambda: self._saved_line(run_dir))
+        with ray_session(config.cluster, reward_actors) as ray_description, guard as interrupt:
             self.console.print(f"Ray: {ray_description}")
             group = WorkerGroup(config, lambda: self._failure_hint(run_dir))
             try:
@@ -311,10 +311,13 @@ class Trainer:
                 self.rewards.close()
                 self.eval_rewards.close()
         if interrupt.requested:
-            raise Interrupted(
-                f"interrupted after step {last_saved}; checkpoint saved in {run_dir / 'checkpoints'}",
+            error = Interrupted(
+                f"interrupted ({interrupt.name}) after step {last_saved}; "
+                f"checkpoint saved in {run_dir / 'checkpoints'}",
                 hint=f"resume with: {self.resume_command(run_dir)}",
             )
+            error.exit_code = interrupt.exit_code  # 130 for Ctrl-C, 143 for SIGTERM
+            raise error
         plot_reward_curve(run_dir / "metrics.jsonl", run_dir / "reward_curve.png")
         self._print_summary(run_dir)
         return run_dir
@@ -412,7 +415,15 @@ class Trainer:
 
     @staticmethod
     def resume_command(run_dir: Path) -> str:
-        return f"omni-rl run {run_dir / 'config.resolved.toml'} --set run.resume=auto"
+        """The command that continues the run, quoted for a POSIX shell (a run directory may hold spaces)."""
+        return f"omni-rl run {shlex.quote(str(run_dir / 'config.resolved.toml'))} --set run.resume=auto"
+
+    def _saved_line(self, run_dir: Path) -> str | None:
+        """Where the last complete checkpoint is and how to resume (printed when a second signal exits at once)."""
+        last = latest_checkpoint(run_dir)
+        if last is None:
+            return None
+        return f"checkpoint saved in {last}; resume with: {self.resume_command(run_dir)}"
 
     def _track_skips(self, metrics: dict[str, float], step: int, run_dir: Path) -> bool:
         """Count steps whose every optimizer step was skipped (non-finite loss/grad); stop after too many."""
@@ -462,37 +473,6 @@ class Trainer:
                 hint=f"free disk space in {run_dir}; the previous checkpoint ({previous}) is intact; "
                 f"resume with: {self.resume_command(run_dir)}",
             ) from exc
-
-
-class InterruptGuard:
-    """First SIGINT: finish the current step, checkpoint, exit 130. Second SIGINT: exit at once.
-
-    Exiting at once is safe: checkpoints appear by rename and the ``latest`` pointer by atomic replace, so the
-    worst case is an abandoned staging directory that the next checkpoint removes.
-    """
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.requested = False
-        self._previous: Any = None
-
-    def __enter__(self) -> InterruptGuard:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            self.console.print("[red]second interrupt: exiting now[/]")
-            os._exit(130)
-        self.requested = True
-        self.console.print(
-            "[yellow]interrupt: finishing this step and writing a checkpoint (Ctrl-C again to quit now)[/]"
-        )
 
 
 def train(config: ResolvedConfig, console: Console | None = None) -> Path:

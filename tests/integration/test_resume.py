@@ -137,7 +137,7 @@ def test_a_second_sigint_exits_at_once_and_the_last_checkpoint_resumes(tmp_path:
         sent = time.monotonic()
         assert proc.wait(timeout=30) == 130, log.read_text()[-3000:]
         assert time.monotonic() - sent < 15, "the second SIGINT waited for the step to finish"
-        assert "second interrupt: exiting now" in log.read_text()
+        assert "second Ctrl-C: exiting now" in log.read_text()
     finally:
         _kill_group(proc)
     latest = checkpoint.latest_checkpoint(out)

@@ -15,6 +15,8 @@ from rich.text import Text
 from omni_rl.cli.output import Output
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
+from omni_rl.runtime.ray_session_dir import embedded_session_dir, remove_session_dir
+from omni_rl.stop_signal import StopOnSigterm
 
 
 def require_token(token_env: str) -> None:
@@ -36,19 +38,23 @@ def run_serve_reward(args: argparse.Namespace, output: Output, registry: Registr
     config = load_serve_config(args.config, args.set or (), registry)
     require_token(config.server.token_env)
     started = connect(config)
-    try:
-        urls = start_servers(config)
-        for reward, url in zip(config.rewards, urls, strict=True):
-            output.success(f"serving reward {reward.component.name!r} at {url}")
-        output.print(Text(f'use it in a run: [[reward]] name = "http", options = {{ url = "{urls[0]}" }}'))
-        output.print(Text("Ctrl-C stops the servers"))
-        while True:
-            time.sleep(3600)
-    finally:
+    session = embedded_session_dir() if started and config.server.address == "local" else None
+    with StopOnSigterm():  # after connect: Ray's core installs its own SIGTERM handler (a crash dump) when it starts
         try:
-            stop_servers(config)
+            urls = start_servers(config)
+            for reward, url in zip(config.rewards, urls, strict=True):
+                output.success(f"serving reward {reward.component.name!r} at {url}")
+            output.print(Text(f'use it in a run: [[reward]] name = "http", options = {{ url = "{urls[0]}" }}'))
+            output.print(Text("Ctrl-C (or SIGTERM) stops the servers"))
+            while True:
+                time.sleep(3600)
         finally:
-            if started:
-                import ray
+            try:
+                stop_servers(config)
+            finally:
+                if started:
+                    import ray
 
-                ray.shutdown()
+                    ray.shutdown()
+                if session is not None:
+                    remove_session_dir(session)
