@@ -23,8 +23,12 @@ def guard(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 CASES = {
-    "decoupled_correction": ["rollout_correction.mode=decoupled", "rollout_correction.rejection=step_k1"],
-    "recompute_bf16_rollout": ["optim.recompute_old_log_probs=true", "rollout.options.dtype=bfloat16"],
+    # issue 28's failure: the recompute against the rollout's log-probs in the rollout correction (bf16 rollout)
+    "decoupled_correction_bf16_rollout": [
+        "rollout_correction.mode=decoupled",
+        "rollout_correction.rejection=step_k1",
+        "rollout.options.dtype=bfloat16",
+    ],
     "rollout_worker_stale": ["cluster.rollout_workers=1", "run.max_staleness=1"],
     "diffusion_nft": ["algorithm.name=diffusion_nft", "loss.name=diffusion_nft", "loss.options={}"],
 }
