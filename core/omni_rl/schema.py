@@ -15,6 +15,7 @@ import attrs
 
 from omni_rl.context import BuildContext
 from omni_rl.validators import (
+    count_or_auto,
     each,
     finite_between,
     int_between,
@@ -209,8 +210,9 @@ class OptimConfig:
     eps: float = attrs.field(default=1e-8, validator=_positive)
     #: max global grad norm (0 = no clipping)
     grad_clip: float = attrs.field(default=1.0, validator=_non_negative)
-    #: samples per forward/backward
-    micro_batch: int = attrs.field(default=4, validator=_count)
+    #: samples per forward/backward; "auto": the largest that fits, probed once on a GPU (omni_rl.auto_batch),
+    #: the whole local batch on the CPU
+    micro_batch: int | Literal["auto"] = attrs.field(default=4, validator=count_or_auto(MAX_COUNT))
     #: samples per optimizer step (gradient accumulation over micro-batches); 0 = the whole step's batch
     mini_batch: int = attrs.field(default=0, validator=_count0)
     #: passes over each step's batch
@@ -268,6 +270,9 @@ class LogConfig:
     backends: list[str] = attrs.field(factory=lambda: ["console", "jsonl"], validator=_known_backends)
     #: save a sample image grid every N steps (0 = never)
     image_every: int = attrs.field(default=0, validator=_every)
+    #: training steps to trace with torch.profiler (rollout + update inside each policy worker), written as
+    #: Chrome/Perfetto JSON to ``<output_dir>/profile/step_<N>.<worker>.json`` (omni_rl.runtime.profiling)
+    profile_steps: list[int] = attrs.field(factory=list, validator=each(_steps))
 
 
 @attrs.frozen(kw_only=True)

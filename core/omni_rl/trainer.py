@@ -84,6 +84,8 @@ class Trainer:
             )
         self.prompts = PromptSampler(self.train_records, config.run.seed)
         self.consecutive_skips = 0
+        #: the "auto" batch sizes whose resolved value was printed (once per run)
+        self._auto_said: set[str] = set()
         self.rewards = CombinedReward(config.rewards, self.ctx)
         # [[eval_reward]]: scored on the val images only, reported beside the trained reward, never trained on
         self.eval_rewards = CombinedReward(config.eval_rewards, self.ctx)
@@ -134,6 +136,15 @@ class Trainer:
                 logger.print(message)
             else:
                 self.console.print(message)
+
+    def _say_auto_sizes(self, logger: MetricsLogger | None, metrics: dict[str, float]) -> None:
+        """Print once per run what each ``"auto"`` batch size resolved to (they stay in every step's metrics)."""
+        said = self._auto_said
+        names = {"rollout/batch_size": "[rollout] batch_size", "actor/micro_batch": "[optim] micro_batch"}
+        for key, option in names.items():
+            if key in metrics and key not in said:
+                said.add(key)
+                self._say(logger, [f'{option} = "auto" resolved to {int(metrics[key])} ({key} in metrics.jsonl)'])
 
     def validate(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
@@ -233,6 +244,9 @@ class Trainer:
             metrics.update(sync)
         metrics["advantage/abs_mean"] = float(advantages.abs().mean())
         metrics.update(step_advantages.metrics())  # advantage/<reward>/abs_mean and /std, with 2+ rewards
+        if "batch_size" in out:  # [rollout] batch_size = "auto": what it resolved to (the smallest over workers)
+            metrics["rollout/batch_size"] = float(out["batch_size"])
+        self._say_auto_sizes(logger, metrics)
         window = out.get("window") or []
         if window:  # where the stochastic (trained) steps sat: MixGRPO's progressive window slides with the step
             metrics["rollout/window_start"] = float(window[0])

@@ -121,3 +121,15 @@ def image_side(instance: Any, attribute: attrs.Attribute, value: int) -> None:
         raise ValueError(
             f"{attribute.name} must be a multiple of 8 pixels between 8 and {MAX_IMAGE_SIDE}, got {value!r}"
         )
+
+
+def count_or_auto(high: int) -> Validator:
+    """An integer in [1, ``high``] or the string ``"auto"`` (omni_rl.auto_batch: the largest size that fits)."""
+
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value == "auto":
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            raise ValueError(f'{attribute.name} must be an integer between 1 and {high:,} or "auto", got {value!r}')
+
+    return check

@@ -81,6 +81,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     problems += component_problems
     if file is not None:
         problems += _sharding_problems(file)
+        problems += _auto_batch_problems(file)
         problems += _eval_reward_problems(file)
         problems += _component_check_problems(file, chosen)
     if problems or file is None:
@@ -113,6 +114,23 @@ def _sharding_problems(file: TrainConfig) -> list[str]:
             "@ $.data.prompts_per_step"
         ]
     return []
+
+
+def _auto_batch_problems(file: TrainConfig) -> list[str]:
+    """``"auto"`` batch sizes are probed by each worker alone (omni_rl.auto_batch), so under FSDP2, whose forwards
+    are collectives every worker must run as many times, workers could resolve different sizes and wait for ever."""
+    if file.cluster.strategy != "fsdp2":
+        return []
+    autos = []
+    if file.optim.micro_batch == "auto":
+        autos.append("$.optim.micro_batch")
+    if file.rollout is not None and file.rollout.options.get("batch_size") == "auto":
+        autos.append("$.rollout.options.batch_size")
+    return [
+        'invalid value: "auto" is not supported with [cluster] strategy = "fsdp2" (each worker would probe its own '
+        "size, and the sharded forwards must run in lockstep); set a number @ " + where
+        for where in autos
+    ]
 
 
 def _eval_reward_problems(file: TrainConfig) -> list[str]:

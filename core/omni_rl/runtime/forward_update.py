@@ -19,6 +19,7 @@ import torch
 from omni_rl.batch import ForwardLossInputs, RolloutBatch
 from omni_rl.placement import to_device
 from omni_rl.protocols import DiffusionModel, Loss
+from omni_rl.runtime.auto_micro_batch import AutoMicroBatch, backward_probe
 from omni_rl.runtime.micro_batch import forward_micro_batch
 from omni_rl.runtime.sharding import Shard, pack
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats, took_step
@@ -61,7 +62,9 @@ class ForwardUpdate:
         self.model = model
         self.loss = loss
         self.optimizer = optimizer
+        #: ``[optim]`` with ``micro_batch = "auto"`` resolved for the batch being updated (as configured otherwise)
         self.optim = optim
+        self.auto_micro = AutoMicroBatch(optim)
         self.seed = seed
         self.stepper = OptimizerStepper(optimizer, optim, grad_sync)
         #: FSDP2: every worker runs as many micro-batch passes as the busiest one (padding passes weigh 0)
@@ -101,6 +104,7 @@ class ForwardUpdate:
         def sigma_schedule(num_steps: int) -> torch.Tensor:
             return self.model.sigma_schedule(num_steps, height, width)
 
+        self._resolve_micro_batch(batch, len(shard.sample_ids))
         held = set(shard.sample_ids)
         filler = (pack(shard.units(list(shard.sample_ids), req.batch_unit), self.optim.micro_batch) or [[]])[0]
         for epoch in range(self.optim.epochs):
@@ -163,4 +167,25 @@ class ForwardUpdate:
         after_update = getattr(self.loss, "after_update", None)
         if after_update is not None:
             after_update(self.model, self.updates_done)
-        return stats.to_dict()
+        return self.auto_micro.report(stats.to_dict())
+
+    def _resolve_micro_batch(self, batch: RolloutBatch, samples: int) -> None:
+        """``[optim] micro_batch = "auto"``: probe the largest micro-batch that fits, as one trained velocity
+        forward + backward of ``b`` samples at mid-schedule with a no-grad forward beside it (the reference or old
+        view that DPO, DiffusionNFT and AWM forward next to the trained one)."""
+        if not self.auto_micro.auto:
+            return
+        device = self.model.device
+
+        def try_size(b: int) -> None:
+            idx = torch.arange(b)
+            x = batch.final_latents[idx].to(device)
+            sigma = torch.full((b,), 0.5, device=device)
+            cond = batch.conditioning.index(idx).to(device)
+            backward_probe(
+                lambda: self.model.predict_velocity(x, sigma, cond, 1.0),
+                lambda: self.model.predict_velocity(x, sigma, cond, 1.0),
+            )
+
+        shape = tuple(batch.final_latents.shape[1:])
+        self.optim = self.auto_micro.optim_for(self.model, shape, samples, try_size)

@@ -231,6 +231,9 @@ class WorkerGroup:
         }
         if streamed is not None:
             out["streamed"] = streamed
+        resolved = [p["batch_size"] for p in parts if "batch_size" in p]  # rollout batch_size = "auto"
+        if resolved:
+            out["batch_size"] = min(resolved)
         return out
 
     def update(

@@ -19,6 +19,7 @@ from omni_rl.batch import RolloutBatch, SamplerStep, TrajectoryLossInputs
 from omni_rl.placement import to_device, to_host
 from omni_rl.protocols import DiffusionModel, Loss, Sampler
 from omni_rl.rollout_correction import SumAcross, correction_weights, diagnostic_sums
+from omni_rl.runtime.auto_micro_batch import AutoMicroBatch, backward_probe
 from omni_rl.runtime.micro_batch import TrajectoryMicroBatch, trajectory_micro_batch
 from omni_rl.runtime.sharding import Shard
 from omni_rl.runtime.stepping import GradSync, Lockstep, OptimizerStepper, UpdateStats
@@ -54,7 +55,9 @@ class TrajectoryUpdate:
         self.sampler = sampler
         self.loss = loss
         self.optimizer = optimizer
+        #: ``[optim]`` with ``micro_batch = "auto"`` resolved for the batch being updated (as configured otherwise)
         self.optim = optim
+        self.auto_micro = AutoMicroBatch(optim)
         #: [rollout_correction] (None: off); ``sum_across`` sums its batch normalisation over the worker group
         self.correction = correction or RolloutCorrectionConfig()
         self.sum_across = sum_across
@@ -83,29 +86,54 @@ class TrajectoryUpdate:
                 prev_sample=micro.next_latents[:, j],
             )
 
+    def _resolve_micro_batch(self, batch: RolloutBatch, samples: int) -> None:
+        """``[optim] micro_batch = "auto"``: probe the largest micro-batch of this batch's shape that fits (the
+        trained pass of window step 0 and, when the loss has one, the reference view beside it)."""
+        if not self.auto_micro.auto:
+            return
+        traj = batch.trajectory
+        assert traj is not None
+        self._guidance = traj.guidance_scale
+        reference = "reference" in self.loss.requirements.views
+
+        def try_size(b: int) -> None:
+            micro = to_device(trajectory_micro_batch(batch, torch.arange(b)), self.model.device)
+            backward_probe(
+                lambda: self._step(micro, 0, grad=True).log_prob,
+                (lambda: self._step(micro, 0, grad=False, reference=True)) if reference else None,
+            )
+
+        shape = (*traj.latents.shape[2:], traj.log_probs.shape[1])
+        self.optim = self.auto_micro.optim_for(self.model, shape, samples, try_size)
+
     @torch.no_grad()
     def old_views(self, batch: RolloutBatch, keep_steps: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Old log-probs (N, W), and the old steps' means and stds when the loss wants the old view: computed
         on the device one micro-batch at a time and gathered on the host (docs/placement.md)."""
         traj = batch.trajectory
         assert traj is not None
-        self._guidance = traj.guidance_scale
         n, w = traj.log_probs.shape
+        if self.auto_micro.auto and self.optim is self.auto_micro.configured:
+            self._resolve_micro_batch(batch, n)
+        self._guidance = traj.guidance_scale
         device = self.model.device
+        # a model whose trained (grad) forward runs other kernels than its no-grad one (regional torch.compile)
+        # recomputes the old log-probs through the trained forward, so the on-policy ratio starts at exactly 1
+        grad = bool(getattr(self.model, "old_log_probs_with_grad", False))
         chunks = _chunks(torch.arange(n), self.optim.micro_batch)
         if self.lockstep is not None:  # FSDP2: extra no-grad passes whose results are dropped
             padding = self.lockstep([len(chunks)])[0] - len(chunks)
             for _ in range(padding):
                 micro = to_device(trajectory_micro_batch(batch, chunks[0]), device)
                 for j in range(w):
-                    self._step(micro, j, grad=False)
+                    self._step(micro, j, grad=grad)
         log_probs, means, stds = [], [], []
         for idx in chunks:
             micro = to_device(trajectory_micro_batch(batch, idx), device)
-            steps = [self._step(micro, j, grad=False) for j in range(w)]
-            log_probs.append(torch.stack([s.log_prob.float() for s in steps], dim=1))
+            steps = [self._step(micro, j, grad=grad) for j in range(w)]
+            log_probs.append(torch.stack([s.log_prob.detach().float() for s in steps], dim=1))
             if keep_steps:
-                means.append(torch.stack([s.mean for s in steps], dim=1))
+                means.append(torch.stack([s.mean.detach() for s in steps], dim=1))
                 ones = [1] * (steps[0].mean.ndim - 1)
                 stds.append(torch.stack([_std_column(s.std_dev_t, len(idx), ones, device) for s in steps], dim=1))
         record = {"log_probs": torch.cat(log_probs)}
@@ -137,6 +165,7 @@ class TrajectoryUpdate:
         self._guidance = traj.guidance_scale
         w = traj.log_probs.shape[1]
         shard = shard or Shard.whole(batch.group_ids.tolist())
+        self._resolve_micro_batch(batch, len(shard.sample_ids))
         views = self.loss.requirements.views
         old_log_probs, old_steps, sample_weights, diagnostics = self._old_log_probs(batch, behaviour)
 
@@ -193,7 +222,7 @@ class TrajectoryUpdate:
                         if real:
                             stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx), out.metric_counts)
                 stats.record_step(self.stepper.step())
-        out = stats.to_dict()
+        out = self.auto_micro.report(stats.to_dict())
         if diagnostics:
             out["rollout_corr"] = diagnostics
         return out

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
+from omni_rl.auto_batch import AutoBatchCache, is_auto
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl.seeding import keyed_generator
@@ -32,6 +33,11 @@ class DiffusersRollout:
     def __init__(self, config: DiffusersRolloutConfig) -> None:
         self.config = config
         self.group_size = config.group_size
+        #: ``batch_size = "auto"``'s resolved sizes, per model, device and shape
+        self.auto_sizes = AutoBatchCache("[rollout] batch_size")
+        #: what ``"auto"`` resolved to in the last rollout (None with an explicit size); the worker reports it and
+        #: the trainer logs it as ``rollout/batch_size``
+        self.last_batch_size: int | None = None
 
     @property
     def eval_guidance_scale(self) -> float:
@@ -54,11 +60,13 @@ class DiffusersRollout:
 
         finals, images, records = [], [], []
         n = len(request.prompts)
+        batch_size = self._batch_size(model, conditioning, latent_shape, guidance, precision, train, n)
+        self.last_batch_size = batch_size if is_auto(cfg.batch_size) else None
         shared = None
         if train and cfg.shared_initial_noise:  # one x_T per group, whichever batch its samples fall in
             shared = {g: _group_initial_noise(request, g, latent_shape) for g in dict.fromkeys(request.group_ids)}
-        for start in range(0, n, cfg.batch_size):
-            idx = list(range(start, min(start + cfg.batch_size, n)))
+        for start in range(0, n, batch_size):
+            idx = list(range(start, min(start + batch_size, n)))
             generators = [torch.Generator().manual_seed(int(request.seeds[i])) for i in idx]
             if shared is not None:
                 x = torch.stack([shared[request.group_ids[i]] for i in idx]).to(model.device)
@@ -103,6 +111,35 @@ class DiffusersRollout:
             trajectory=trajectory,
             metadata=list(request.metadata),
         )
+
+    def _batch_size(
+        self,
+        model: DiffusionModel,
+        conditioning: Conditioning,
+        latent_shape: tuple[int, ...],
+        guidance: float,
+        precision: contextlib.AbstractContextManager[None],
+        train: bool,
+        n: int,
+    ) -> int:
+        """``batch_size``, or for ``"auto"`` the largest chunk that fits: each probe runs what one chunk of the
+        rollout runs at its peak (one transformer call at the real guidance, then the VAE decode) on zero latents,
+        no RNG drawn, so the rollout's images are those of the explicit size it resolves to."""
+        if not is_auto(self.config.batch_size):
+            return int(self.config.batch_size)
+
+        def try_size(b: int) -> None:
+            x = torch.zeros((b, *latent_shape), device=model.device)
+            sigma = torch.ones(b, device=model.device)
+            cond = conditioning.index(torch.zeros(b, dtype=torch.long))
+            with precision:
+                velocity = model.predict_velocity(x, sigma, cond, guidance)
+            del velocity
+            model.decode(x)
+
+        dtype = self.config.dtype if train else "model"
+        key = (type(model).__name__, getattr(model, "pipeline_path", id(model)), latent_shape, guidance > 1, dtype)
+        return self.auto_sizes.resolve(key, model.device, n, try_size)
 
     @staticmethod
     def _encode_unique(model: DiffusionModel, prompts: Sequence[str], guidance: float) -> Conditioning:

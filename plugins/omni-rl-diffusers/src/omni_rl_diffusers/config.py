@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from omni_rl.validators import image_side
+from omni_rl.validators import count_or_auto, image_side
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
@@ -20,7 +20,10 @@ class DiffusersRolloutConfig:
 
     ``steps`` and ``cfg`` are the training rollout's schedule length and guidance scale; ``eval_steps`` and
     ``eval_cfg`` the validation (ODE) rollout's. ``batch_size`` caps how many samples go through the transformer
-    at once (memory), and does not change the images: noise is drawn per sample from its own seed.
+    at once (memory), and does not change the images: noise is drawn per sample from its own seed (only the float
+    rounding of batched matmuls depends on it). ``batch_size = "auto"``: the largest size that fits, probed once per
+    run, device and image shape on a GPU (omni_rl.auto_batch), the whole request in one call on the CPU; the value
+    it resolved to is logged (``rollout/batch_size``).
     """
 
     group_size: int = attrs.field(default=8, validator=_positive)
@@ -31,7 +34,8 @@ class DiffusersRolloutConfig:
     cfg: float = attrs.field(default=4.5, validator=attrs.validators.ge(0.0))
     #: validation guidance scale; defaults to ``cfg``
     eval_cfg: float | None = None
-    batch_size: int = attrs.field(default=8, validator=_positive)
+    #: samples per transformer call, or "auto" (the largest that fits; see the class docstring)
+    batch_size: int | Literal["auto"] = attrs.field(default=8, validator=count_or_auto(1_000_000))
     #: DanceGRPO's shared initial noise: every sample of a group starts from the same x_T (drawn from the run
     #: seed, step and group), so the reward spread inside a group comes from the SDE window's noise alone, the
     #: part of the trajectory the policy gradient can credit. Training rollouts only; validation is unchanged.
