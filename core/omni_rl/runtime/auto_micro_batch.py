@@ -47,7 +47,9 @@ class AutoMicroBatch:
                 for param in model.trainable_parameters():
                     param.grad = None
 
-        self.resolved = self.cache.resolve(key, model.device, max(1, samples), probe)
+        # a micro-batch never spans two optimizer steps: no size above the mini-batch is ever run
+        upper = min(samples, self.configured.mini_batch) if self.configured.mini_batch else samples
+        self.resolved = self.cache.resolve(key, model.device, max(1, upper), probe)
         return attrs.evolve(self.configured, micro_batch=self.resolved)
 
     def report(self, stats: dict[str, Any]) -> dict[str, Any]:

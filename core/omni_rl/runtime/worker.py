@@ -102,6 +102,10 @@ class PolicyWorker(PolicySync):
         placement_guard.mark_module(self.model)  # OMNI_RL_PLACEMENT_GUARD: the weights are on the device
         self.requirements = self.loss.requirements
         self._batch: Any = None
+        from omni_rl.runtime.profiling import StepProfiler
+
+        #: [log] profile_steps: traces from the step's training rollout to the end of its update
+        self.profiler = StepProfiler(config.log.profile_steps, Path(config.run.output_dir), f"rank{rank}")
         self.trainable_count = sum(p.numel() for p in self.model.trainable_parameters())
         if self.sharded and self.ctx.device == "cpu" and config.cluster.mixed_precision != "no":
             from omni_rl.errors import RuntimeFailure
@@ -156,6 +160,8 @@ class PolicyWorker(PolicySync):
         the same number of (collective) forwards, and are dropped here. Validation rollouts only."""
         from omni_rl.runtime.trajectory import keep_trained_steps
 
+        if request.mode == "train":
+            self.profiler.start(request.step)
         batch, window = sample(self.model, self.sampler, self.rollout, self.requirements.rollout_view, request)
         n = len(request.prompts) if keep is None else keep
         out: dict[str, Any] = {
@@ -163,6 +169,9 @@ class PolicyWorker(PolicySync):
             "prompts": batch.prompts[:n],
             "group_ids": batch.group_ids[:n].numpy(),
         }
+        resolved = getattr(self.rollout, "last_batch_size", None)  # a rollout batch_size = "auto" resolved to
+        if resolved is not None:
+            out["batch_size"] = int(resolved)
         if request.mode == "train":
             if n != len(request.prompts):
                 raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
@@ -205,6 +214,7 @@ class PolicyWorker(PolicySync):
         stats["lr"] = self.optimizer.param_groups[0]["lr"]
         self.scheduler.step()
         self._batch = None
+        self.profiler.stop(step)
         return stats
 
     # -- torch.distributed ----------------------------------------------------------------------------------
