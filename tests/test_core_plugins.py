@@ -201,4 +201,5 @@ def test_hook_names_are_the_hookspecs() -> None:
         "omni_rl_advantage_estimators",
         "omni_rl_losses",
         "omni_rl_algorithms",
+        "omni_rl_benchmarks",
     )

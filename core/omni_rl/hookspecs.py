@@ -13,6 +13,7 @@ import pluggy
 from omni_rl.specs import (
     AdvantageSpec,
     AlgorithmSpec,
+    BenchmarkSpec,
     LossSpec,
     ModelSpec,
     RewardSpec,
@@ -58,3 +59,8 @@ def omni_rl_losses() -> Iterable[LossSpec]:
 @hookspec
 def omni_rl_algorithms() -> Iterable[AlgorithmSpec]:
     """Algorithm presets (``[algorithm] name``) that fill defaults for the other sections."""
+
+
+@hookspec
+def omni_rl_benchmarks() -> Iterable[BenchmarkSpec]:
+    """Evaluation benchmarks (``omni-rl eval --benchmark NAME``): a prompt set, its scorer and its report."""

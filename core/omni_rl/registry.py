@@ -27,6 +27,7 @@ SUGGESTED_DISTRIBUTION: dict[str, str] = {
     "reward": "omni-rl-rewards",
     "advantage": "omni-rl-flow-grpo",
     "loss": "omni-rl-flow-grpo",
+    "benchmark": "omni-rl-geneval",
 }
 
 

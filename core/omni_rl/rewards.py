@@ -58,7 +58,8 @@ class ScoredBatch:
             if self.nonfinite.get(name):
                 out[f"{prefix}/{name}/nonfinite"] = float(self.nonfinite[name])
             for key, value in self.details[name].items():
-                out[f"{prefix}/{name}/{key}"] = float(np.mean(value))
+                # NaN marks a sample a sub-score does not apply to (geneval's per-tag scores): left out of the mean
+                out[f"{prefix}/{name}/{key}"] = _finite_mean(np.asarray(value, dtype=np.float64))
             if self.failures.get(name):
                 out[f"{prefix}/{name}/failures"] = float(self.failures[name])
         return out

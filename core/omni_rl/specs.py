@@ -132,6 +132,15 @@ class AlgorithmSpec(ComponentSpec):
     defaults: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
 
 
+@attrs.frozen(kw_only=True)
+class BenchmarkSpec(ComponentSpec):
+    """An evaluation benchmark for ``omni-rl eval --benchmark NAME`` (implements
+    :class:`omni_rl.benchmark.Benchmark`): its prompt set, its per-image verdicts and its report."""
+
+    kind: ClassVar[str] = "benchmark"
+    hook: ClassVar[str] = "omni_rl_benchmarks"
+
+
 #: Every spec class, in the order the CLI lists kinds.
 SPEC_CLASSES: tuple[type[ComponentSpec], ...] = (
     AlgorithmSpec,
@@ -141,6 +150,7 @@ SPEC_CLASSES: tuple[type[ComponentSpec], ...] = (
     RewardSpec,
     AdvantageSpec,
     LossSpec,
+    BenchmarkSpec,
 )
 KINDS: tuple[str, ...] = tuple(cls.kind for cls in SPEC_CLASSES)
 SPEC_BY_KIND: dict[str, type[ComponentSpec]] = {cls.kind: cls for cls in SPEC_CLASSES}

@@ -1,4 +1,5 @@
-"""The ``omni-rl`` command: ``run``, ``check``, ``export``, ``compare``, ``verify``, ``serve-reward`` and ``plugins``.
+"""The ``omni-rl`` command: ``run``, ``check``, ``export``, ``eval``, ``compare``, ``verify``, ``serve-reward``
+and ``plugins``.
 
 Exit codes: 0 success; 2 a config or usage error (including plugin conflicts and unknown components), which
 the user fixes by editing something; 1 a failure at run time. Tracebacks are shown only with ``--debug``.
@@ -17,6 +18,7 @@ Handler = Callable[[argparse.Namespace, Output, Registry], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from omni_rl.cli.eval_cmd import add_eval_parser
     from omni_rl.config import core_version
 
     common = argparse.ArgumentParser(add_help=False)
@@ -91,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_reward.set_defaults(handler="serve-reward")
 
+    add_eval_parser(commands, common)
+
     plugins = commands.add_parser("plugins", parents=[common], help="list the installed plugins")
     plugins.add_argument("--components", action="store_true", help="list each plugin's components")
     plugins.add_argument("--json", action="store_true", help="print a JSON array, one object per plugin")
@@ -116,6 +120,10 @@ def _handler(name: str) -> Handler:
         from omni_rl.cli.verify_cmd import run_verify
 
         return run_verify
+    if name == "eval":
+        from omni_rl.cli.eval_cmd import run_eval_command
+
+        return run_eval_command
     if name == "export":
         from omni_rl.cli.export_cmd import run_export
 

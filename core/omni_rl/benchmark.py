@@ -1,0 +1,87 @@
+"""The benchmark protocol: what a plugin gives ``omni-rl eval --benchmark NAME`` (hook ``omni_rl_benchmarks``).
+
+The core owns the loop every benchmark shares (load the run's or pipeline's model, sample each prompt's images
+with fixed seeds, save them, resume where a stopped evaluation left off, write the report files); the benchmark
+owns what differs: its prompt set, how one image is judged, and how verdicts become its published table.
+Keeping the judging behind this protocol is what lets the core stay free of any benchmark's models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+import numpy as np
+
+from omni_rl.data import PromptRecord
+
+
+@attrs.frozen(kw_only=True)
+class ImageVerdict:
+    """One image's verdict: GenEval-style benchmarks count ``correct`` images; ``score`` is a graded value
+    (partial credit) reported beside it; ``reason`` says why an image failed (shown in the failure grid)."""
+
+    correct: bool
+    score: float
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ImageResult:
+    """A scored image as ``results.jsonl`` records it (one JSON object a line, so a stopped run resumes)."""
+
+    #: the prompt's index in the benchmark's full prompt list (stable under ``--limit``)
+    index: int
+    #: which of the prompt's images (0 .. images_per_prompt - 1)
+    sample: int
+    prompt: str
+    metadata: dict[str, Any]
+    correct: bool
+    score: float
+    reason: str
+    #: the PNG, relative to the output directory
+    image: str
+    seed: int
+
+
+@attrs.frozen(kw_only=True)
+class SummaryRow:
+    """One line of a benchmark's table: a group of images (GenEval: a tag), its correct count and score."""
+
+    name: str
+    correct: int
+    total: int
+    score: float
+
+
+@attrs.frozen(kw_only=True)
+class BenchmarkSummary:
+    """What ``omni-rl eval`` prints and writes: the rows, the headline number, and the benchmark's own text
+    layout (GenEval's summary), so the console shows the table a paper's number is read from."""
+
+    benchmark: str
+    rows: tuple[SummaryRow, ...]
+    overall: float
+    images: int
+    prompts: int
+    correct_images: float
+    correct_prompts: float
+    text: str
+
+
+@runtime_checkable
+class Benchmark(Protocol):
+    """An evaluation benchmark, built by its ``BenchmarkSpec.factory(options, ctx)``."""
+
+    #: images per prompt the published numbers use (GenEval: 4); ``--images-per-prompt`` overrides it
+    images_per_prompt: int
+
+    def prompts(self) -> list[PromptRecord]:
+        """The benchmark's full prompt set, in its published order, with each prompt's metadata."""
+
+    def score(self, images: np.ndarray, records: Sequence[PromptRecord]) -> list[ImageVerdict]:
+        """One verdict per uint8 (N, H, W, 3) image, ``records[i]`` being image i's prompt."""
+
+    def summarize(self, results: Sequence[ImageResult]) -> BenchmarkSummary:
+        """The benchmark's table from every image's result (all prompts, or the ``--limit`` subset)."""

@@ -1,0 +1,62 @@
+"""Options of the GenEval scorer, shared by the ``geneval`` reward and the ``geneval`` benchmark.
+
+Torch-free so ``hooks.py`` hands the class to the registry (config checks, ``omni-rl plugins``) in milliseconds.
+The defaults are GenEval's (``evaluation/evaluate_images.py``); each one is an option because training rewards
+(Flow-GRPO) and ablations change them, and a test must be able to point the models at tiny local copies.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+#: transformers' port of Mask2Former Swin-S trained on COCO instance segmentation (README: what differs from
+#: the mmdetection checkpoint GenEval itself loads)
+DETECTOR = "facebook/mask2former-swin-small-coco-instance"
+CLIP_MODEL = "openai/clip-vit-large-patch14"
+
+
+def _non_empty(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty hub id or local path")
+
+
+def _probability(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not (math.isfinite(value) and 0.0 <= value < 1.0):
+        raise ValueError(f"must be a confidence in [0, 1), got {value!r}")
+
+
+def _positive_int(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"must be > 0, got {value!r}")
+
+
+def _device(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value != "auto" and value.split(":")[0] not in ("cpu", "cuda", "mps", "xpu", "npu"):
+        raise ValueError(f"must be 'auto' or a torch device such as 'cpu' or 'cuda:1', got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class GenEvalConfig:
+    """``[[reward]] name = "geneval"`` options, and ``omni-rl eval --set benchmark.<option>=...``."""
+
+    #: Mask2FormerForUniversalSegmentation (+ its image processor): hub id or local directory
+    detector: str = attrs.field(default=DETECTOR, validator=_non_empty)
+    #: CLIPModel + CLIPProcessor of the colour classifier: hub id or local directory
+    clip_model: str = attrs.field(default=CLIP_MODEL, validator=_non_empty)
+    #: a detection is kept when its confidence is above this (GenEval: 0.3) ...
+    threshold: float = attrs.field(default=0.3, converter=float, validator=_probability)
+    #: ... or above this for ``counting`` prompts (GenEval: 0.9), where a spurious box changes the count
+    counting_threshold: float = attrs.field(default=0.9, converter=float, validator=_probability)
+    #: at most this many detections per class (GenEval: 16)
+    max_objects: int = attrs.field(default=16, validator=_positive_int)
+    #: drop a detection whose box IoU with a stronger one of its class reaches this; 1.0 (GenEval's default) is no NMS
+    nms_threshold: float = attrs.field(default=1.0, converter=float, validator=[attrs.validators.gt(0.0)])
+    #: position relations shrink the centre offset by this times the two boxes' sizes (GenEval: 0.1)
+    position_threshold: float = attrs.field(default=0.1, converter=float, validator=attrs.validators.ge(0.0))
+    #: images per detector forward pass (colour crops are batched the same way)
+    batch_size: int = attrs.field(default=16, validator=_positive_int)
+    #: "auto" (the build context's accelerator, else cuda when visible, else cpu) or a torch device string
+    device: str = attrs.field(default="auto", validator=_device)
