@@ -58,7 +58,8 @@ class RewardConformance(SpecConformance):
         for name, values in result.details.items():
             values = np.asarray(values, dtype=np.float64)
             assert values.shape == (len(images),), name
-            assert np.isfinite(values).all(), name
+            # NaN marks a sample a sub-score does not apply to (the metric averages the others); never infinite
+            assert not np.isinf(values).any(), name
 
     def test_same_inputs_same_scores(
         self, component: RewardModel, images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]

@@ -5,7 +5,8 @@ Flow-GRPO trains on generated prompts and evaluates on the official set; a train
 evaluation prompt would make the evaluation measure memorisation. The generator uses GenEval's own templates,
 classes, colours, counts (2-4) and relations (:mod:`omni_rl_geneval.metadata`), draws tags in the evaluation
 set's proportions, and rejects any prompt of the evaluation set and any repeat. ``single_object`` is never
-drawn: its 80 possible prompts are all in the evaluation set.
+drawn: its 80 possible prompts are all in the evaluation set; ``counting`` has 160 prompts outside it (80 classes x
+counts 2-4, less the set's 80), so a large file holds all of them and the other tags make up the rest.
 """
 
 from __future__ import annotations
