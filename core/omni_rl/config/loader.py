@@ -82,6 +82,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     if file is not None:
         problems += _sharding_problems(file)
         problems += _auto_batch_problems(file)
+        problems += _compile_problems(file)
         problems += _eval_reward_problems(file)
         problems += _component_check_problems(file, chosen)
     if problems or file is None:
@@ -130,6 +131,22 @@ def _auto_batch_problems(file: TrainConfig) -> list[str]:
         'invalid value: "auto" is not supported with [cluster] strategy = "fsdp2" (each worker would probe its own '
         "size, and the sharded forwards must run in lockstep); set a number @ " + where
         for where in autos
+    ]
+
+
+def _compile_problems(file: TrainConfig) -> list[str]:
+    """A compiled model (``[model] options.compile``) runs other kernels with gradients than without, so the
+    first step's on-policy ratio is exactly 1 only when the update recomputes the old log-probs (through its
+    trained forward, omni_rl_sd3.speed); the rollout's own log-probs would be off in the last bits."""
+    if file.model.options.get("compile", "off") == "off":
+        return []
+    if file.optim.recompute_old_log_probs and file.rollout_correction.mode != "bypass":
+        return []
+    return [
+        "invalid value: a compiled model needs the old log-probs recomputed through the trained forward (compiled "
+        "kernels differ with and without gradients, so the rollout's log-probs would not give a ratio of exactly "
+        '1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "bypass", or '
+        'compile = "off" @ $.model.options.compile'
     ]
 
 

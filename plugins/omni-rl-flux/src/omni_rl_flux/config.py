@@ -26,6 +26,7 @@ from omni_rl_sd3.config import (
     check_lora_targets,
     check_non_negative,
 )
+from omni_rl_sd3.speed import SpeedOptions
 
 #: LoRA targets, matched as dotted-name suffixes. Double-stream blocks: joint attention (image q/k/v/out and text
 #: ``add_*`` q/k/v/out) and both streams' MLPs; single-stream blocks: q/k/v (``attn.to_*`` again), the MLP input
@@ -74,7 +75,7 @@ def _optional_non_negative(instance: Any, attribute: attrs.Attribute, value: flo
 
 
 @attrs.frozen(kw_only=True)
-class FluxConfig:
+class FluxConfig(SpeedOptions):
     """How to load FLUX.1 and what to train.
 
     ``path`` is any diffusers ``FluxPipeline`` directory (FLUX.1-dev, FLUX.1-schnell, FLUX.1-Krea-dev and

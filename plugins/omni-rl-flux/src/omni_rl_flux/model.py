@@ -135,16 +135,17 @@ class FluxModel(PipelineModel):
         pooled: torch.Tensor,
     ) -> torch.Tensor:
         self.transformer_calls += 1
-        return self.transformer(
-            hidden_states=tokens,
-            timestep=timestep,
-            guidance=guidance,
-            pooled_projections=pooled,
-            encoder_hidden_states=embeds,
-            txt_ids=text_ids(embeds.shape[1], device=self.device, dtype=self.dtype),
-            img_ids=positions,
-            return_dict=False,
-        )[0]
+        with self.attention():
+            return self.transformer(
+                hidden_states=tokens,
+                timestep=timestep,
+                guidance=guidance,
+                pooled_projections=pooled,
+                encoder_hidden_states=embeds,
+                txt_ids=text_ids(embeds.shape[1], device=self.device, dtype=self.dtype),
+                img_ids=positions,
+                return_dict=False,
+            )[0]
 
     def _text(self, conditioning: Conditioning, keys: tuple[str, str], batch: int) -> tuple[torch.Tensor, ...]:
         tensors = conditioning.tensors

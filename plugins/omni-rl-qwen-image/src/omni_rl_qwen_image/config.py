@@ -17,6 +17,7 @@ from omni_rl_sd3.config import (
     check_lora_targets,
     check_non_negative,
 )
+from omni_rl_sd3.speed import SpeedOptions
 
 #: LoRA targets of every Qwen-Image dual-stream block, matched as dotted-name suffixes: joint attention (image
 #: q/k/v/out and text ``add_*`` q/k/v/out) and both streams' MLPs. This is the module set DiffSynth-Studio's and
@@ -55,7 +56,7 @@ def _sequence_length(instance: Any, attribute: attrs.Attribute, value: int) -> N
 
 
 @attrs.frozen(kw_only=True)
-class QwenImageConfig:
+class QwenImageConfig(SpeedOptions):
     """How to load Qwen-Image and what to train.
 
     ``path`` is any diffusers ``QwenImagePipeline`` directory (Qwen/Qwen-Image and fine-tunes of it), or a hub id

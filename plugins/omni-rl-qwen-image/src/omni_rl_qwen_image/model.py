@@ -117,14 +117,15 @@ class QwenImageModel(PipelineModel):
         self, tokens: torch.Tensor, timestep: torch.Tensor, img_shapes: list, embeds: torch.Tensor, mask: Any
     ) -> torch.Tensor:
         self.transformer_calls += 1
-        return self.transformer(
-            hidden_states=tokens,
-            timestep=timestep,
-            encoder_hidden_states=embeds,
-            encoder_hidden_states_mask=mask,
-            img_shapes=img_shapes,
-            return_dict=False,
-        )[0]
+        with self.attention():
+            return self.transformer(
+                hidden_states=tokens,
+                timestep=timestep,
+                encoder_hidden_states=embeds,
+                encoder_hidden_states_mask=mask,
+                img_shapes=img_shapes,
+                return_dict=False,
+            )[0]
 
     def _text(self, conditioning: Conditioning, key: str, batch: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         tensors = conditioning.tensors

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import attrs
 
+from omni_rl_sd3.speed import SpeedOptions
+
 #: LoRA targets of the SD3 joint-attention blocks: image-stream q/k/v/out and text-stream (``add_*``) q/k/v/out.
 #: This is the list Flow-GRPO trains on SD3.5-Medium, so results are comparable to its reference scripts. The
 #: ``attn.`` prefix keeps SD3.5-Medium's extra image self-attention (``attn2``) frozen, as Flow-GRPO does; add
@@ -69,7 +71,7 @@ def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
 
 
 @attrs.frozen(kw_only=True)
-class SD3Config:
+class SD3Config(SpeedOptions):
     """How to load Stable Diffusion 3 / 3.5 and what to train.
 
     ``path`` is any diffusers ``StableDiffusion3Pipeline`` directory (SD3-Medium, SD3.5-Medium, SD3.5-Large

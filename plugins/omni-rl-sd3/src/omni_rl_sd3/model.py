@@ -112,13 +112,14 @@ class SD3Model(PipelineModel):
     def _forward(
         self, x: torch.Tensor, timestep: torch.Tensor, embeds: torch.Tensor, pooled: torch.Tensor
     ) -> torch.Tensor:
-        return self.transformer(
-            hidden_states=x,
-            timestep=timestep,
-            encoder_hidden_states=embeds,
-            pooled_projections=pooled,
-            return_dict=False,
-        )[0]
+        with self.attention():
+            return self.transformer(
+                hidden_states=x,
+                timestep=timestep,
+                encoder_hidden_states=embeds,
+                pooled_projections=pooled,
+                return_dict=False,
+            )[0]
 
     def _conditioning(
         self, conditioning: Conditioning, key: str, pooled_key: str, batch: int

@@ -13,6 +13,7 @@ free of diffusers and peft, and omni-rl-diffusers is a rollout backend that work
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ import torch
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_sd3.compat import dtype_kwargs
 from omni_rl_sd3.lora import TRAINED_ADAPTER, LoraAdapters
+from omni_rl_sd3.speed import apply_speed_options, attention_context
 
 #: What :meth:`PipelineModel.save_lora` writes for full fine-tuning (``lora_rank = 0``): the whole transformer.
 FULL_TRANSFORMER_DIR = "transformer"
@@ -131,6 +133,17 @@ class PipelineModel:
         self.reference_transformer: Any = None
         if self.config.gradient_checkpointing:
             self.transformer.enable_gradient_checkpointing()
+        apply_speed_options(self.config, self.transformer, self.pipeline.vae, self.device, self.model_label)
+
+    @property
+    def old_log_probs_with_grad(self) -> bool:
+        """Read by the update engine: recompute the old log-probs through the trained (grad) forward, because a
+        compiled block runs other kernels with gradients than without (omni_rl_sd3.speed)."""
+        return bool(self.config.compiled)
+
+    def attention(self) -> contextlib.AbstractContextManager[Any]:
+        """The context of every transformer call: ``[model] options.attention_backend``'s SDPA kernel."""
+        return attention_context(self.config)
 
     # -- protocol: shapes --------------------------------------------------------------------------------------
 
