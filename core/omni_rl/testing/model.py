@@ -20,7 +20,8 @@ class ModelConformance(SpecConformance):
     Optional fixtures: ``image_size`` ((height, width), default (64, 64)) and ``prompts`` (default two).
     Checks: velocity has the latents' shape in float32, with and without CFG, and a sample's velocity does not
     depend on the other prompts of its batch (of other lengths, joined by ``Conditioning.concat``); the sigma
-    schedule runs from 1 down to 0, strictly decreasing; decode gives uint8 (B, H, W, 3); LoRA parameters are
+    schedule runs from 1 down to 0, strictly decreasing; decode gives uint8 (B, H, W, 3) (a video model, ``modality =
+    "video"``: latents (C, F', h, w) and frames (B, F, H, W, 3) at the default ``num_frames``); LoRA parameters are
     trainable, the adapters can be switched off, and save_lora/load_lora round-trips
     (``pytorch_lora_weights.safetensors``).
 
@@ -78,7 +79,7 @@ class ModelConformance(SpecConformance):
 
     def test_latent_shape(self, component: DiffusionModel, image_size: tuple[int, int]) -> None:
         shape = component.latent_shape(*image_size)
-        assert len(shape) == 3
+        assert len(shape) == (4 if _is_video(component) else 3)
         assert all(isinstance(d, int) and d > 0 for d in shape)
 
     @pytest.mark.parametrize("cfg", [1.0, 4.5])
@@ -121,7 +122,11 @@ class ModelConformance(SpecConformance):
         with torch.no_grad():
             images = component.decode(self._latents(component, image_size, 2))
         assert images.dtype == torch.uint8
-        assert tuple(images.shape) == (2, *image_size, 3)
+        if _is_video(component):  # (B, F, H, W, 3): at least one frame
+            assert images.ndim == 5 and images.shape[0] == 2 and images.shape[1] >= 1
+            assert tuple(images.shape[2:]) == (*image_size, 3)
+        else:
+            assert tuple(images.shape) == (2, *image_size, 3)
 
     def test_trainable_parameters_require_grad(self, component: DiffusionModel) -> None:
         parameters = component.trainable_parameters()
@@ -151,3 +156,8 @@ class ModelConformance(SpecConformance):
         assert not torch.allclose(self._velocity(component, image_size, prompts, 1.0), saved)
         component.load_lora(tmp_path)
         torch.testing.assert_close(self._velocity(component, image_size, prompts, 1.0), saved)
+
+
+def _is_video(model: DiffusionModel) -> bool:
+    """A video model (docs/hooks.md, "Video"): latents with a frame axis, decode to (B, F, H, W, 3)."""
+    return getattr(model, "modality", "image") == "video"
