@@ -149,6 +149,16 @@ def bench_gpu(session: nox.Session) -> None:
 
 
 @nox.session(venv_params=["--system-site-packages"])
+def bench_real_sizes(session: nox.Session) -> None:
+    """GPU only: LoRA Flow-GRPO steps on random-weight SD3.5-Large, FLUX.1-dev and Qwen-Image transformers of the
+    published sizes (meta-device init, weights filled on the GPU) at their recipe resolutions, with the memory
+    options they need; writes its table to docs/benchmarks.md. Without CUDA it says so in one line and exits 0."""
+    session.install("-e", ".[train]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
+    env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}
+    session.run("python", "benchmarks/real_sizes.py", "--out", "docs/benchmarks.md", *session.posargs, env=env)
+
+
+@nox.session(venv_params=["--system-site-packages"])
 def gpu(session: nox.Session) -> None:
     """The GPU suite (tests/gpu): every example and runtime path through `omni-rl run` on one CUDA GPU, two
     steps each, in 4 parallel test processes sharing the GPU. Skipped with one line where no CUDA device is
