@@ -65,6 +65,10 @@ PATH_CASES: dict[str, tuple[tuple[str, ...], str]] = {
         "float32",
     ),
     "rollout_bf16": (("rollout.options.dtype=bfloat16", "rollout_correction.mode=decoupled"), "bfloat16"),
+    # issue 29: the speed options and "auto" batch sizes keep the first step's ratio at 1
+    "compile_regional": (('model.options.compile="regional"', *RECOMPUTE), "float32"),
+    "attention_efficient": (('model.options.attention_backend="efficient"', *RECOMPUTE), "float32"),
+    "batch_size_auto": (('rollout.options.batch_size="auto"', 'optim.micro_batch="auto"', *RECOMPUTE), "float32"),
 }
 
 
