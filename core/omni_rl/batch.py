@@ -109,9 +109,10 @@ class RolloutBatch:
     group_ids: Tensor
     #: per-sample seed (same prompt + seed = same image), shape (N,)
     seeds: Tensor
-    #: decoded images, uint8, shape (N, H, W, 3)
+    #: decoded images, uint8, shape (N, H, W, 3); a video model's frames (N, F, H, W, 3) (docs/hooks.md, "Video":
+    #: rewards get frames one by one unless they declare ``scores_video``)
     images: Tensor
-    #: final clean latents x0, shape (N, C, h, w)
+    #: final clean latents x0, shape (N, C, h, w) (a video model's (N, C, F', h, w): every shape here is per sample)
     final_latents: Tensor
     #: prompt conditioning used (needed to re-score steps in the update)
     conditioning: Conditioning

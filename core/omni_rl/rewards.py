@@ -26,6 +26,7 @@ import numpy as np
 from omni_rl.batch import RewardResult
 from omni_rl.errors import RuntimeFailure
 from omni_rl.faults import describe_remote, startup_error
+from omni_rl.frame_rewards import FrameRewards
 from omni_rl.schema import ResolvedComponent
 
 #: how long a reward actor may wait for its resources before the run fails (instead of hanging)
@@ -82,7 +83,7 @@ class CombinedReward:
     def __init__(self, rewards: Sequence[ResolvedComponent], ctx: Any) -> None:
         self.sections = list(rewards)
         self.ctx = ctx
-        self.models: list[Any] = [None if section.resources else section.build(ctx) for section in self.sections]
+        self.models: list[Any] = [None if section.resources else _by_frames(section, ctx) for section in self.sections]
         self.names = _unique_names([section.name for section in self.sections])
         #: the batch being scored: each reward's first failed call (set by _part, read into ScoredBatch.errors)
         self._errors: dict[str, str] = {}
@@ -262,7 +263,7 @@ class RewardActor:
     """Holds one reward model inside a Ray actor (its own CPUs/GPUs, e.g. a PickScore or OCR model)."""
 
     def __init__(self, section: ResolvedComponent, ctx: Any) -> None:
-        self.model = section.build(actor_context(ctx, section.resources))
+        self.model = _by_frames(section, actor_context(ctx, section.resources))
 
     def score(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
@@ -273,6 +274,11 @@ class RewardActor:
         """Score one worker's part of a batch that is still sampling (``part``: its rollout output, which Ray
         resolved from the worker's object once it was sampled)."""
         return self.model(part["images"], part["prompts"], metadata)
+
+
+def _by_frames(section: ResolvedComponent, ctx: Any) -> FrameRewards:
+    """The section's reward, scoring videos frame by frame unless it scores videos itself (omni_rl.frame_rewards)."""
+    return FrameRewards(section.build(ctx), getattr(section, "aggregate", "mean"))
 
 
 def _ray_get(ref: Any) -> Any:

@@ -179,6 +179,9 @@ class RewardSection:
     #: Ray resources for a reward that needs its own (e.g. {GPU = 0.5} for a reward model): it then runs in a
     #: Ray actor holding those resources, scoring concurrently with the other rewards; empty = in the driver
     resources: dict[str, float] = attrs.field(factory=dict, validator=_resources)
+    #: videos ((N, F, H, W, 3) rollouts): how an image reward's frame scores become the video's score, "mean",
+    #: "min", "first" or "last" (omni_rl.frame_rewards); ignored for images and by rewards that score videos
+    aggregate: Literal["mean", "min", "first", "last"] = "mean"
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -193,6 +196,8 @@ class EvalRewardSection:
     on_error: Literal["raise", "zero"] = "raise"
     #: Ray resources of the reward's own actor, as for ``[[reward]]``; empty = in the driver
     resources: dict[str, float] = attrs.field(factory=dict, validator=_resources)
+    #: videos: how frame scores become the video's, as for ``[[reward]]``
+    aggregate: Literal["mean", "min", "first", "last"] = "mean"
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -312,6 +317,8 @@ class ResolvedComponent:
     on_error: str = "raise"
     max_invalid_steps: int = DEFAULT_MAX_INVALID_STEPS
     resources: dict[str, float] = attrs.field(factory=dict)
+    #: rewards: how frame scores become a video's score (omni_rl.frame_rewards)
+    aggregate: str = "mean"
     #: where the section is in its config file, e.g. "$.reward[1]" ("" when not read from a file)
     path: str = ""
     #: the plugin that provides it, as messages name plugins ("omni-rl-flow-grpo 0.1.0"; "" when not known), so a

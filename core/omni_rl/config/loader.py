@@ -282,10 +282,15 @@ def _resolved_components(
                 "on_error": section.on_error,
                 "max_invalid_steps": section.max_invalid_steps,
                 "resources": dict(section.resources),
+                "aggregate": section.aggregate,
             }
         elif key.startswith("eval_reward["):
             evaluated = file.eval_reward[int(key[len("eval_reward[") : -1])]
-            extra = {"on_error": evaluated.on_error, "resources": dict(evaluated.resources)}
+            extra = {
+                "on_error": evaluated.on_error,
+                "resources": dict(evaluated.resources),
+                "aggregate": evaluated.aggregate,
+            }
         resolved[key] = ResolvedComponent(
             kind=component.kind,
             name=component.name,
@@ -336,6 +341,8 @@ def _component_table(conv: cattrs.Converter, component: ResolvedComponent, weigh
             table["max_invalid_steps"] = component.max_invalid_steps
         if component.resources:
             table["resources"] = dict(component.resources)
+        if component.aggregate != "mean":  # written only when set, so image configs resolve as before
+            table["aggregate"] = component.aggregate
     table["options"] = to_toml_value(conv.unstructure(component.options))
     return table
 

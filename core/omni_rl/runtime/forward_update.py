@@ -99,7 +99,8 @@ class ForwardUpdate:
         if before is not None:
             before(self.model, step)
         after_step = getattr(self.loss, "after_optimizer_step", None)
-        height, width = int(batch.images.shape[1]), int(batch.images.shape[2])
+        # images (N, H, W, 3) or video frames (N, F, H, W, 3)
+        height, width = int(batch.images.shape[-3]), int(batch.images.shape[-2])
 
         def sigma_schedule(num_steps: int) -> torch.Tensor:
             return self.model.sigma_schedule(num_steps, height, width)

@@ -22,6 +22,7 @@ from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl.seeding import keyed_generator
 from omni_rl_diffusers.config import DiffusersRolloutConfig
+from omni_rl_diffusers.frames import rollout_latent_shape
 
 #: keeps the shared-x_T stream apart from other (seed, step, id)-keyed streams
 _SHARED_NOISE_SALT = 4_242
@@ -55,7 +56,7 @@ class DiffusersRollout:
         make_solver = getattr(sampler, "deterministic_solver", None) if train else None
         record = stochastic and request.record_trajectory
         conditioning = self._encode_unique(model, request.prompts, guidance)
-        latent_shape = model.latent_shape(cfg.height, cfg.width)
+        latent_shape = rollout_latent_shape(model, cfg.height, cfg.width, cfg.num_frames)
         precision = _precision(model, cfg.dtype if train else "model")
 
         finals, images, records = [], [], []

@@ -34,6 +34,10 @@ class DiffusersRolloutConfig:
     cfg: float = attrs.field(default=4.5, validator=attrs.validators.ge(0.0))
     #: validation guidance scale; defaults to ``cfg``
     eval_cfg: float | None = None
+    #: frames per sample for a video model (``modality = "video"``, e.g. wan: 4k + 1); images take 1 (the default)
+    num_frames: int = attrs.field(default=1, validator=_positive)
+    #: frames per second of the sample and val videos the run directory gets (video models only)
+    fps: int = attrs.field(default=16, validator=_positive)
     #: samples per transformer call, or "auto" (the largest that fits; see the class docstring)
     batch_size: int | Literal["auto"] = attrs.field(default=8, validator=count_or_auto(1_000_000))
     #: DanceGRPO's shared initial noise: every sample of a group starts from the same x_T (drawn from the run
