@@ -60,6 +60,23 @@ def save_grid(
 
     ``title`` (for example the step and the val-set seed) is drawn once above the grid.
     """
+    grid = render_grid(images, captions, columns=columns, min_cell=min_cell, title=title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    grid.save(tmp)
+    tmp.replace(path)
+    return path
+
+
+def render_grid(
+    images: np.ndarray,
+    captions: Sequence[str],
+    *,
+    columns: int = 8,
+    min_cell: int = 128,
+    title: str | None = None,
+) -> Image.Image:
+    """The grid :func:`save_grid` writes, as a PIL image (a video's grid is one per frame: omni_rl.videos)."""
     n, h, w, _ = images.shape
     scale = max(1, min_cell // max(h, w))
     cell_w, cell_h = w * scale, h * scale
@@ -83,8 +100,4 @@ def save_grid(
         caption = captions[k] if k < len(captions) else ""
         for i, line in enumerate(wrap_caption(caption, cell_w - 4, font)):
             draw.text((x0 + 2, y0 + cell_h + 2 + i * line_h), line, fill="black", font=font)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    grid.save(tmp)
-    tmp.replace(path)
-    return path
+    return grid

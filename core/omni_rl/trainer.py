@@ -25,7 +25,6 @@ from omni_rl.console_width import print_whole
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure
-from omni_rl.images import save_grid
 from omni_rl.interrupts import InterruptGuard
 from omni_rl.manifest import FORMAT, CheckpointReader
 from omni_rl.metrics import MetricsLogger
@@ -44,6 +43,7 @@ from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRollouts
 from omni_rl.runtime.stepping import merge_stats
 from omni_rl.schema import ResolvedConfig
+from omni_rl.videos import DEFAULT_FPS, save_samples
 
 if TYPE_CHECKING:
     from omni_rl.runtime.rollout_group import RolloutGroup
@@ -97,6 +97,8 @@ class Trainer:
         reward_aggregation(self.advantage)  # a bad value fails here, before the first rollout
         self.loss = components["loss"].build(self.ctx)
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
+        #: video rollouts: the frame rate of the sample and val videos (the rollout's ``fps`` option)
+        self.video_fps = int(getattr(components["rollout"].options, "fps", DEFAULT_FPS))
         check_asynchrony(config, self.loss)  # [cluster] rollout_workers, [run] max_staleness, [rollout_correction]
         #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
         self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
@@ -174,7 +176,9 @@ class Trainer:
             f"{format_reward(s)} | {p}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)
         ]
         title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
-        grid = save_grid(run_dir / f"val_step_{step}.png", out["images"][::repeats], captions, title=title)
+        grid = save_samples(
+            run_dir / f"val_step_{step}.png", out["images"][::repeats], captions, title=title, fps=self.video_fps
+        )
         if logger is not None:
             logger.log_images(step, "images/val", grid)
         metrics = scored.metrics(prefix="val/reward")
@@ -264,7 +268,8 @@ class Trainer:
         if image_every and (step % image_every == 0 or step == 1 or step == self.config.run.steps):
             captions = [f"{format_reward(s)} | {p}" for p, s in zip(prompts, scored.total, strict=True)]
             title = f"train step {step}: {len(prompts) // g} prompts x {g} images, run.seed {self.config.run.seed}"
-            grid = save_grid(run_dir / f"samples_step_{step}.png", out["images"], captions, columns=g, title=title)
+            path = run_dir / f"samples_step_{step}.png"
+            grid = save_samples(path, out["images"], captions, columns=g, title=title, fps=self.video_fps)
             if logger is not None:
                 logger.log_images(step, "images/train", grid)
         return metrics

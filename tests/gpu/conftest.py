@@ -46,14 +46,16 @@ def gpu_ray():
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tiny random SD3, Qwen-Image and FLUX pipelines the tiny examples train, built once per process."""
+    """The tiny random SD3, Qwen-Image, FLUX and Wan pipelines the tiny examples train, built once per process."""
     from omni_rl_flux.tiny import build_tiny_flux_pipeline
     from omni_rl_qwen_image.tiny import build_tiny_qwen_image_pipeline
     from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
+    from omni_rl_wan.tiny import build_tiny_wan_pipeline
 
     root = tmp_path_factory.mktemp("models")
     return {
         "sd3": Path(build_tiny_sd3_pipeline(root / "sd3", seed=0)),
         "qwen_image": Path(build_tiny_qwen_image_pipeline(root / "qwen_image", seed=0)),
         "flux": Path(build_tiny_flux_pipeline(root / "flux", seed=0)),
+        "wan": Path(build_tiny_wan_pipeline(root / "wan", seed=0)),
     }
