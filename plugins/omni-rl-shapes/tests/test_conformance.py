@@ -1,4 +1,5 @@
-"""The core's conformance suites for the ``shapes`` reward and for the plugin's hooks module."""
+"""The core's conformance suites for the ``shapes`` reward and for the plugin's hooks module (the image suite does
+not apply to ``shapes_motion``, which scores clips: tests/test_motion.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from omni_rl.testing.reward import RewardConformance
 class TestShapesReward(RewardConformance):
     @pytest.fixture
     def spec(self) -> RewardSpec:
-        (spec,) = omni_rl_reward_models()
+        (spec,) = [s for s in omni_rl_reward_models() if s.name == "shapes"]
         return spec
 
     @pytest.fixture

@@ -1,4 +1,4 @@
-"""Hook implementations of omni-rl-shapes: the ``shapes`` reward.
+"""Hook implementations of omni-rl-shapes: the ``shapes`` reward and the ``shapes_motion`` clip reward.
 
 Imports only attrs-level modules at import time; the verifier (numpy) loads when the reward is built.
 """
@@ -10,12 +10,19 @@ from typing import Any
 from omni_rl.hookspecs import hookimpl
 from omni_rl.specs import RewardSpec
 from omni_rl_shapes.config import ShapesRewardConfig
+from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
 
 
 def _build_shapes_reward(config: ShapesRewardConfig, ctx: Any) -> Any:
     from omni_rl_shapes.reward import ShapesReward
 
     return ShapesReward(config)
+
+
+def _build_shapes_motion_reward(config: ShapesMotionRewardConfig, ctx: Any) -> Any:
+    from omni_rl_shapes.motion_reward import ShapesMotionReward
+
+    return ShapesMotionReward(config)
 
 
 @hookimpl
@@ -26,5 +33,12 @@ def omni_rl_reward_models() -> list[RewardSpec]:
             factory=_build_shapes_reward,
             config=ShapesRewardConfig,
             summary="GenEval-style rule-based check of shapes images (color, count, shape, position) in [0, 1]",
-        )
+        ),
+        RewardSpec(
+            name="shapes_motion",
+            factory=_build_shapes_motion_reward,
+            config=ShapesMotionRewardConfig,
+            summary="shapes in motion: clips (N, F, H, W, 3) checked per frame, for motion and for temporal "
+            "consistency, in [0, 1]",
+        ),
     ]
