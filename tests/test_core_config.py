@@ -98,7 +98,7 @@ def test_problems_in_three_sections_are_reported_together(write_config: WriteCon
         f"invalid config {path} (5 problems):",
         "  - invalid value for type, expected int @ $.run.steps",
         "  - invalid value for type, expected float @ $.loss.options.clip_ratio",
-        "  - invalid value: lr must be a finite number in (0, 1], got -1.0 @ $.optim.lr",
+        "  - invalid value: lr must be a finite number > 0, got -1.0 @ $.optim.lr",
         "  - unknown key 'betaz' (did you mean 'betas'?) @ $.optim",
         "  - invalid value for type, expected float @ $.advantage.options.eps",
     ]

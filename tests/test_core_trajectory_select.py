@@ -7,6 +7,7 @@ seed s trains positions {s % W, (s + 1) % W} in ascending order, an easy rule to
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -17,6 +18,7 @@ from core_toys import ToySamplerConfig as SamplerConfig
 
 from omni_rl.batch import LossOutput, RolloutBatch, Trajectory, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements, RolloutRequest
+from omni_rl.runtime.profiling import StepProfiler
 from omni_rl.runtime.trajectory import STEP_FIELDS, keep_trained_steps, select_columns
 from omni_rl.runtime.update import TrajectoryUpdate
 from omni_rl.runtime.worker import PolicyWorker
@@ -154,6 +156,7 @@ def _worker(sampler: Any) -> PolicyWorker:
     worker.loss = RecordingLoss()
     worker.requirements = worker.loss.requirements
     worker._batch = None
+    worker.profiler = StepProfiler((), Path("unused"), "rank0")  # [log] profile_steps empty: traces nothing
     return worker
 
 

@@ -205,8 +205,9 @@ class EvalRewardSection:
 class OptimConfig:
     """``[optim]``: AdamW on the trainable (LoRA) parameters and how the batch is cut for the update."""
 
-    #: in (0, 1]: AdamW's step is about lr per parameter, so above 1 every LoRA weight jumps by more than its size
-    lr: float = attrs.field(default=1e-4, validator=finite_between(0.0, 1.0, low_open=True))
+    #: finite and > 0. No upper bound: a huge lr diverges, which the non-finite-step guard reports
+    #: ([optim] max_consecutive_skips) with the last good checkpoint, rather than being a config error
+    lr: float = attrs.field(default=1e-4, validator=_positive)
     weight_decay: float = attrs.field(default=1e-4, validator=_non_negative)
     #: each in [0, 1): a beta of 1 never forgets the first gradient, and Adam's bias correction divides by 0
     betas: tuple[float, float] = attrs.field(

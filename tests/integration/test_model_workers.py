@@ -75,11 +75,12 @@ def test_two_workers_match_one(tmp_path: Path, one_worker: tuple[str, Path, Path
     for a, b in zip(one, two, strict=True):
         assert a["reward/mean"] == b["reward/mean"] and a["reward/std"] == b["reward/std"]
         assert abs(a["actor/grad_norm"] - b["actor/grad_norm"]) <= 1e-5 * abs(a["actor/grad_norm"])
-    # 5e-5, as test_fsdp2's LoRA check: LoRA B starts at 0, so Adam's first steps turn the float summation order of
-    # near-zero gradient entries (one worker vs two) into ~2e-5 relative differences of those weights
+    # LoRA B starts at 0, so Adam's first steps turn the float summation order of near-zero gradient entries (one
+    # worker vs two) into relative differences of those weights of ~2e-5 to 5.2e-5 (measured: Qwen-Image's
+    # img_mlp lora_B of block 1 at step 1, ddp and fsdp2 alike, with identical rewards and grad norms to 1e-5)
     for step in (1, 2):
         expected, got = _lora(one_run, step), _lora(tmp_path / "two", step)
         assert got.keys() == expected.keys()
         for name, want in expected.items():
             error = torch.linalg.vector_norm(got[name] - want) / max(float(torch.linalg.vector_norm(want)), 1e-12)
-            assert error < 5e-5, (example, strategy, step, name, float(error))
+            assert error < 1e-4, (example, strategy, step, name, float(error))

@@ -100,7 +100,8 @@ def test_the_preset_checks_with_each_windowed_sampler_and_a_kl_term(sampler: lis
     option of each of them."""
     config = tmp_path / "preset.toml"
     config.write_text(
-        '[algorithm]\nname = "dance_grpo"\n\n[model]\nname = "sd3"\noptions = { path = "unused/by/check" }\n\n'
+        '[algorithm]\nname = "dance_grpo"\n\n[model]\nname = "sd3"\n'
+        'options = { path = "unused/by/check", build_tiny_if_missing = true }\n\n'
         '[[reward]]\nname = "jpeg_compressibility"\n\n[data]\ntrain = "package:omni_rl_shapes:prompts/train.txt"\n'
     )
     args = ["check", str(config), "--set", "loss.options.kl_coef=0.04"]

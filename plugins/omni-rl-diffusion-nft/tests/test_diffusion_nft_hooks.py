@@ -6,10 +6,10 @@ import importlib.metadata
 import subprocess
 import sys
 
-import cattrs
 from omni_rl_diffusion_nft import hooks
 from omni_rl_diffusion_nft.presets import diffusion_nft_defaults
 
+from omni_rl.config.converter import make_converter
 from omni_rl.schema import OptimConfig
 
 
@@ -29,7 +29,7 @@ def test_hooks_import_without_torch_or_numpy() -> None:
 
 def test_preset_options_structure_strictly() -> None:
     """Every option the preset writes is a real field (unknown keys are errors, as in the config loader)."""
-    strict = cattrs.Converter(forbid_extra_keys=True)
+    strict = make_converter()  # the config loader's own (unknown keys forbidden, `int | "auto"` fields)
     defaults = diffusion_nft_defaults()
     (loss_spec,) = hooks.omni_rl_losses()
     loss = strict.structure(defaults["loss"]["options"], loss_spec.config)

@@ -25,7 +25,7 @@ def _spec() -> RewardSpec:
     pm.add_hookspecs(hookspecs)
     pm.register(hooks)
     (specs,) = pm.hook.omni_rl_reward_models()
-    (spec,) = specs
+    (spec,) = [s for s in specs if s.name == "shapes"]  # the plugin also provides shapes_motion
     return spec
 
 
