@@ -180,9 +180,10 @@ class ForwardUpdate:
 
         def try_size(b: int) -> None:
             idx = torch.arange(b)
-            x = batch.final_latents[idx].to(device)
+            # the probe's micro-batch crosses to the device whole, as the update's do
+            probe = to_device({"x0": batch.final_latents[idx], "cond": batch.conditioning.index(idx)}, device)
+            x, cond = probe["x0"], probe["cond"]
             sigma = torch.full((b,), 0.5, device=device)
-            cond = batch.conditioning.index(idx).to(device)
             backward_probe(
                 lambda: self.model.predict_velocity(x, sigma, cond, 1.0),
                 lambda: self.model.predict_velocity(x, sigma, cond, 1.0),
