@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageSequence
 from rich.console import Console
 
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.images import save_grid
 from omni_rl.loggers import WANDB_ID_FILE, build_loggers
 from omni_rl.metrics import MetricsLogger
+from omni_rl.videos import save_video, video_suffix
 
 CONFIG = {"run": {"steps": 2, "seed": 0}, "log": {"backends": ["jsonl"]}}
 
@@ -111,6 +112,47 @@ def test_tensorboard_event_file_holds_the_metrics_and_images(tmp_path: Path) -> 
     # jsonl stays on whatever else is selected
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows[0] == {"step": 1, "actor/loss": None, "reward/mean": 0.25}
+
+
+def _video(tmp_path: Path, fps: int = 8) -> tuple[Path, np.ndarray]:
+    """An animated grid as a video run writes it, and its frames: a square that moves one pixel per frame."""
+    frames = np.full((5, 12, 16, 3), 255, dtype=np.uint8)
+    for t in range(5):
+        frames[t, 4:8, 2 + t : 6 + t] = (200, 0, 0)
+    path = save_video(tmp_path / f"samples_step_1{video_suffix()}", [Image.fromarray(f) for f in frames], fps)
+    return path, frames
+
+
+def test_tensorboard_plays_a_video_as_an_animated_image(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    path, frames = _video(tmp_path)
+    with _metrics_logger(tmp_path, ["tensorboard"]) as logger:
+        logger.log_video(1, "videos/train", path)
+        logger.log_video(2, "videos/val", frames, fps=4)
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    for tag, step, fps in (("videos/train", 1, 8), ("videos/val", 2, 4)):
+        (event,) = events.Images(tag)
+        assert (event.step, event.height, event.width) == (step, 12, 16)
+        with Image.open(io.BytesIO(event.encoded_image_string)) as gif:
+            assert (gif.format, gif.n_frames) == ("GIF", 5)
+            assert gif.info["duration"] == pytest.approx(1000 / fps, abs=10)  # GIF stores hundredths of a second
+            decoded = [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(gif)]
+        # GIF is paletted: these few flat colours come back exactly, so the motion is the saved one
+        np.testing.assert_array_equal(np.stack(decoded), frames)
+
+
+def test_a_video_needs_uint8_frames(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    with _metrics_logger(tmp_path, ["tensorboard"]) as logger, pytest.raises(RuntimeFailure, match=r"\(F, H, W, 3\)"):
+        logger.log_video(1, "videos/train", np.zeros((5, 12, 16), dtype=np.uint8))
+
+
+def test_without_external_backends_a_video_is_not_even_read(tmp_path: Path) -> None:
+    with _metrics_logger(tmp_path, ["console", "jsonl"]) as logger:
+        logger.log_video(1, "videos/train", tmp_path / "missing.webp")  # the run directory already has it
 
 
 def test_tensorboard_after_a_resume_shows_each_recomputed_step_once(tmp_path: Path) -> None:
@@ -220,6 +262,20 @@ def test_wandb_offline_run_records_metrics_images_and_config(tmp_path: Path) -> 
     assert (run_record.project, run_record.display_name) == ("omni-rl", "my-run")
     config = {item.key: json.loads(item.value_json) for item in run_record.config.update}
     assert config["run"] == CONFIG["run"]
+
+
+@pytest.mark.usefixtures("wandb_offline")
+def test_wandb_offline_run_records_a_video(tmp_path: Path) -> None:
+    path, frames = _video(tmp_path)
+    with _metrics_logger(tmp_path, ["wandb"]) as logger:
+        logger.log_video(3, "videos/val", path)
+    run_id = (tmp_path / WANDB_ID_FILE).read_text().strip()
+    (offline,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}")
+    (row,) = _history(offline / f"run-{run_id}.wandb")
+    assert (row["_step"], row["videos/val._type"]) == (3, "video-file")
+    (gif,) = (offline / "files" / "media" / "videos").rglob("*.gif")
+    with Image.open(gif) as opened:
+        assert (opened.n_frames, opened.size) == (len(frames), (16, 12))
 
 
 @pytest.mark.usefixtures("wandb_offline")

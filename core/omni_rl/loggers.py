@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import io
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from omni_rl.errors import ConfigError, RuntimeFailure
+from omni_rl.videos import gif_bytes
 
 #: Backends handled by MetricsLogger itself (no Logger object is built for them).
 BUILTIN_BACKENDS: tuple[str, ...] = ("console", "jsonl")
@@ -42,6 +44,9 @@ class Logger(Protocol):
 
     def log_images(self, step: int, tag: str, image: np.ndarray) -> None:
         """Record one uint8 (H, W, 3) image (a sample or validation grid) under ``tag``."""
+
+    def log_video(self, step: int, tag: str, frames: np.ndarray, fps: int) -> None:
+        """Record one uint8 (F, H, W, 3) video (the animated grid of a video model's samples) under ``tag``."""
 
     def close(self) -> None:
         """Flush and release the backend; called once when the run ends (or fails)."""
@@ -130,6 +135,16 @@ class TensorBoardLogger:
         self.writer.add_image(tag, image, global_step=step, dataformats="HWC")
         self.writer.flush()
 
+    def log_video(self, step: int, tag: str, frames: np.ndarray, fps: int) -> None:
+        # SummaryWriter.add_video encodes through moviepy, a heavy optional package; TensorBoard's image tab plays
+        # an image summary holding a GIF, which is what add_video writes too, so the GIF is encoded by Pillow here
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        _, height, width, _ = frames.shape
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps))
+        self.writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+        self.writer.flush()
+
     def close(self) -> None:
         self.writer.close()
 
@@ -167,6 +182,11 @@ class WandbLogger:
 
     def log_images(self, step: int, tag: str, image: np.ndarray) -> None:
         self.run.log({tag: self.wandb.Image(image)}, step=step)
+
+    def log_video(self, step: int, tag: str, frames: np.ndarray, fps: int) -> None:
+        # a GIF from Pillow: wandb.Video of raw frames would need moviepy and imageio to encode them
+        video = self.wandb.Video(io.BytesIO(gif_bytes(frames, fps)), format="gif")
+        self.run.log({tag: video}, step=step)
 
     def close(self) -> None:
         self.run.finish()

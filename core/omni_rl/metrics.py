@@ -22,6 +22,7 @@ from rich.progress import (
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl.loggers import Logger, build_loggers
+from omni_rl.videos import DEFAULT_FPS, read_video
 
 #: shown next to the progress bar, in this order, when present
 HEADLINE = ("reward/mean", "val/reward/mean", "actor/loss", "actor/clip_frac", "perf/step_s")
@@ -102,6 +103,24 @@ class MetricsLogger:
         image = _image_array(path_or_array)
         for backend in self.external:
             backend.log_images(step, tag, image)
+
+    def log_video(self, step: int, tag: str, path_or_frames: Path | str | np.ndarray, fps: int | None = None) -> None:
+        """Send a video (a saved animated grid, or uint8 (F, H, W, 3) frames) to the backends that show videos.
+        A saved file's own frame rate is used unless ``fps`` is given."""
+        if not self.external:
+            return  # the animated grid is already in the run directory
+        if isinstance(path_or_frames, np.ndarray):
+            frames, rate = path_or_frames, fps or DEFAULT_FPS
+        else:
+            frames, file_rate = read_video(path_or_frames)
+            rate = fps or file_rate
+        if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[3] != 3:
+            raise RuntimeFailure(
+                f"log_video expects uint8 (F, H, W, 3) frames, got {frames.dtype} {frames.shape}",
+                hint="pass the saved animated grid's path or an RGB uint8 array of frames",
+            )
+        for backend in self.external:
+            backend.log_video(step, tag, frames, rate)
 
     def print(self, message: str) -> None:
         if self.show_console:

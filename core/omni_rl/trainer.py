@@ -43,7 +43,7 @@ from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRollouts
 from omni_rl.runtime.stepping import merge_stats
 from omni_rl.schema import ResolvedConfig
-from omni_rl.videos import DEFAULT_FPS, save_samples
+from omni_rl.videos import DEFAULT_FPS, save_samples, video_suffix
 
 if TYPE_CHECKING:
     from omni_rl.runtime.rollout_group import RolloutGroup
@@ -181,6 +181,8 @@ class Trainer:
         )
         if logger is not None:
             logger.log_images(step, "images/val", grid)
+            if np.ndim(out["images"]) == 5:  # a video model's: the animated grid too
+                logger.log_video(step, "videos/val", grid.with_suffix(video_suffix()))
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
@@ -272,6 +274,8 @@ class Trainer:
             grid = save_samples(path, out["images"], captions, columns=g, title=title, fps=self.video_fps)
             if logger is not None:
                 logger.log_images(step, "images/train", grid)
+                if np.ndim(out["images"]) == 5:
+                    logger.log_video(step, "videos/train", grid.with_suffix(video_suffix()))
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------

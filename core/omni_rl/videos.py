@@ -9,11 +9,12 @@ no WebP support. No video encoder is needed: MP4 would take ffmpeg or PyAV, a he
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, features
+from PIL import Image, ImageSequence, features
 
 from omni_rl.images import render_grid, save_grid
 
@@ -36,9 +37,33 @@ def video_suffix() -> str:
     return ".webp" if features.check("webp") else ".gif"
 
 
+def frame_duration_ms(fps: int) -> int:
+    """One frame's display time in whole milliseconds (what WebP and GIF store)."""
+    return max(1, round(1000 / fps))
+
+
+def read_video(path: Path | str) -> tuple[np.ndarray, int]:
+    """An animated image written by :func:`save_video` as frames (F, H, W, 3) uint8 and its frames per second."""
+    with Image.open(path) as opened:
+        frames = [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(opened)]
+        duration = opened.info.get("duration") or frame_duration_ms(DEFAULT_FPS)
+    return np.stack(frames), max(1, round(1000 / duration))
+
+
+def gif_bytes(frames: np.ndarray, fps: int) -> bytes:
+    """Frames (F, H, W, 3) uint8 as an animated GIF looping forever: the one animated format TensorBoard's image
+    tab and W&B's video panel both play, encoded by Pillow (no ffmpeg or moviepy)."""
+    buffer = io.BytesIO()
+    images = [Image.fromarray(frame) for frame in frames]
+    images[0].save(
+        buffer, format="GIF", save_all=True, append_images=images[1:], duration=frame_duration_ms(fps), loop=0
+    )
+    return buffer.getvalue()
+
+
 def save_video(path: Path, frames: Sequence[Image.Image], fps: int) -> Path:
     """Write ``frames`` as an animated image (WebP lossless, or GIF) looping forever; atomically."""
-    duration = max(1, round(1000 / fps))
+    duration = frame_duration_ms(fps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     options = {"lossless": True} if path.suffix == ".webp" else {}

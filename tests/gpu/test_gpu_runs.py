@@ -25,14 +25,14 @@ COMMON = (
 )
 #: trajectory losses recompute the old log-probs, so the first step's on-policy ratio is measured
 RECOMPUTE = ("optim.recompute_old_log_probs=true",)
-TINY_MODEL = {"sd3_tiny_jpeg": "sd3", "qwen_image_tiny": "qwen_image", "flux_tiny_jpeg": "flux", "wan_tiny_jpeg": "wan"}
+TINY_MODEL = {"sd3_tiny_jpeg": "sd3", "qwen_image_tiny": "qwen_image", "flux_tiny_jpeg": "flux", "wan_tiny": "wan"}
 #: example -> (extra --set overrides, dtype of the compute that the ratio check allows for)
 EXAMPLE_CASES: dict[str, tuple[tuple[str, ...], str]] = {
     "quickstart": (RECOMPUTE, "float32"),
     "sd3_tiny_jpeg": (RECOMPUTE, "float32"),
     "qwen_image_tiny": (RECOMPUTE, "float32"),
     "flux_tiny_jpeg": (RECOMPUTE, "float32"),
-    "wan_tiny_jpeg": (RECOMPUTE, "float32"),
+    "wan_tiny": (RECOMPUTE, "float32"),
     "shapes_sd3": (RECOMPUTE, "float32"),
     "shapes_mix_grpo": (RECOMPUTE, "float32"),
     "shapes_dance_grpo": (RECOMPUTE, "float32"),

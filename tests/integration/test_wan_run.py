@@ -1,8 +1,9 @@
-"""End to end: `omni-rl run` on the wan_tiny_jpeg example (Flow-GRPO on a tiny random Wan2.1-layout text-to-video
+"""End to end: `omni-rl run` on the wan_tiny example (Flow-GRPO on a tiny random Wan2.1-layout text-to-video
 pipeline, JPEG compressibility averaged over frames): video through rollout, reward, update and run directory."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from PIL import Image
 from omni_rl.cli import main
 from omni_rl.videos import video_suffix
 
-EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "wan_tiny_jpeg.toml"
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "wan_tiny.toml"
 FRAMES, SIZE = 5, 32
 #: relative difference of a LoRA tensor after 1 vs 2 workers: measured 1.4e-4 at most (a LoRA B of transformer_2
 #: after the first step; the SD3 example stays under 1e-5), so 3.5x that
@@ -30,9 +31,10 @@ def tiny_wan(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory, tiny_wan: Path, ray_cluster: None) -> Path:
-    """The example as a user runs it; only the output directory and the tiny pipeline's path are set here."""
+    """The example as a user runs it; the output directory, the tiny pipeline's path and TensorBoard are set here."""
     out = tmp_path_factory.mktemp("run") / "wan"
-    code = main(["run", str(EXAMPLE), "--set", f"run.output_dir={out}", "--set", f"model.options.path={tiny_wan}"])
+    sets = [f"run.output_dir={out}", f"model.options.path={tiny_wan}", 'log.backends=["console","jsonl","tensorboard"]']
+    code = main(["run", str(EXAMPLE), *[arg for value in sets for arg in ("--set", value)]])
     assert code == 0
     return out
 
@@ -57,6 +59,25 @@ def test_the_run_directory_gets_videos_and_frame_grids(run_dir: Path, name: str)
         assert video.n_frames == FRAMES
     with Image.open(run_dir / f"{name}.png") as grid:
         assert grid.width >= 4 * FRAMES * SIZE or name.startswith("val")  # four videos a row, frames side by side
+
+
+def test_tensorboard_plays_the_sample_and_val_videos(run_dir: Path) -> None:
+    """TensorBoard's image tab shows the animated grids: GIF image summaries with every frame, at the grid's size."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    train = {event.step: event for event in events.Images("videos/train")}
+    assert sorted(train) == [1, 2, 4]  # image_every = 2, and the first and last steps
+    (val,) = events.Images("videos/val")
+    assert val.step == 4
+    for event, name in ((train[4], "samples_step_4"), (val, "val_step_4")):
+        with Image.open(io.BytesIO(event.encoded_image_string)) as gif:
+            assert (gif.format, gif.n_frames) == ("GIF", FRAMES)
+            assert gif.size == (event.width, event.height)
+        with Image.open(run_dir / f"{name}{video_suffix()}") as saved:
+            assert saved.size == (event.width, event.height)
+    assert [event.step for event in events.Images("images/train")] == [1, 2, 4]  # the frame strips stay
 
 
 def test_the_checkpoint_lora_loads_into_wan_pipeline_and_changes_the_video(run_dir: Path, tiny_wan: Path) -> None:
