@@ -122,7 +122,7 @@ def test_every_core_key_is_in_the_config_reference(section: type) -> None:
 
 def test_every_conformance_suite_is_documented() -> None:
     suites = [name for name in omni_testing.__all__ if name.endswith("Conformance") and name != "SpecConformance"]
-    assert len(suites) == 8
+    assert len(suites) == 9
     for suite in suites:
         assert f"`{suite}`" in PLUGINS_MD, suite
         if suite != "PluginConformance":

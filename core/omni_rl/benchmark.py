@@ -25,6 +25,9 @@ class ImageVerdict:
     correct: bool
     score: float
     reason: str = ""
+    #: named sub-scores of the image (the shapes benchmark's color, count, ...), kept in ``results.jsonl`` so
+    #: ``summarize`` can report them without re-scoring
+    details: dict[str, float] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +46,8 @@ class ImageResult:
     #: the PNG, relative to the output directory
     image: str
     seed: int
+    #: the verdict's sub-scores (empty in results written before they existed)
+    details: dict[str, float] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -72,7 +77,17 @@ class BenchmarkSummary:
 
 @runtime_checkable
 class Benchmark(Protocol):
-    """An evaluation benchmark, built by its ``BenchmarkSpec.factory(options, ctx)``."""
+    """An evaluation benchmark, built by its ``BenchmarkSpec.factory(options, ctx)``.
+
+    Optional members (looked up with ``getattr``, so a benchmark without them keeps the core's behaviour):
+
+    - ``image_seed(seed, index, sample) -> int``: the seed of image ``sample`` of prompt ``index`` (default
+      :func:`omni_rl.evaluation.image_seed`), for a benchmark whose reference numbers were measured with its own
+      seeds (shapes: its pipelines' recorded val reward), so the same images are drawn again.
+    - ``pipeline_overrides(directory) -> list[str]``: ``--set``-style overrides applied before the user's when the
+      target is a pipeline directory (a run is always sampled as its validation was), for pipelines that carry
+      their own sampling settings (shapes: resolution, steps, CFG and text length of the pretraining record).
+    """
 
     #: images per prompt the published numbers use (GenEval: 4); ``--images-per-prompt`` overrides it
     images_per_prompt: int

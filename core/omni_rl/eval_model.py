@@ -51,8 +51,12 @@ def load_generator(
     overrides: Iterable[str],
     registry: Registry,
     device: str,
+    pipeline_defaults: Iterable[str] = (),
 ) -> Generator:
-    """Build the generator of ``target`` (a run directory, or a pipeline directory) on ``device``."""
+    """Build the generator of ``target`` (a run directory, or a pipeline directory) on ``device``.
+
+    ``pipeline_defaults``: overrides applied before ``overrides`` to a pipeline directory's default tables only
+    (a benchmark's ``pipeline_overrides``); a run directory keeps its own config."""
     path = Path(target)
     from omni_rl.config import RESOLVED_CONFIG
 
@@ -61,7 +65,7 @@ def load_generator(
     if (path / "model_index.json").is_file():
         if step is not None:
             raise ConfigError("--step applies to a run directory, not a pipeline directory", hint=_TARGET_HINT)
-        return _from_pipeline(path, list(overrides), registry, device)
+        return _from_pipeline(path, [*pipeline_defaults, *overrides], registry, device)
     raise ConfigError(
         f"{str(target)!r} is neither an omni-rl run directory nor a pipeline directory", hint=_TARGET_HINT
     )

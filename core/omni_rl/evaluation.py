@@ -103,7 +103,8 @@ def _evaluate_chunk(
     chunk: Sequence[tuple[int, PromptRecord]],
 ) -> list[ImageResult]:
     k = settings.images_per_prompt
-    jobs = [(i, record, s, image_seed(settings.seed, i, s)) for i, record in chunk for s in range(k)]
+    seed_of = getattr(benchmark, "image_seed", None) or image_seed  # optional member: the benchmark's own seeds
+    jobs = [(i, record, s, int(seed_of(settings.seed, i, s))) for i, record in chunk for s in range(k)]
     request = RolloutRequest(
         prompts=[record.prompt for _, record, _, _ in jobs],
         group_ids=[i for i, _, _, _ in jobs],
@@ -142,6 +143,7 @@ def _evaluate_chunk(
                 reason=verdict.reason,
                 image=relative,
                 seed=seed,
+                details={key: float(value) for key, value in verdict.details.items()},
             )
         )
     return results

@@ -27,12 +27,23 @@ def add_eval_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     evaluate.add_argument("target", metavar="RUN_DIR|PIPELINE_DIR", help="a run directory or a diffusers pipeline")
     evaluate.add_argument("--benchmark", required=True, metavar="NAME", help="e.g. geneval (see omni-rl plugins)")
-    evaluate.add_argument("--step", type=int, metavar="N", help="the run's checkpoint step (default: the latest)")
+    steps = evaluate.add_mutually_exclusive_group()
+    steps.add_argument("--step", type=int, metavar="N", help="the run's checkpoint step (default: the latest)")
+    steps.add_argument(
+        "--compare",
+        type=int,
+        nargs=2,
+        metavar=("STEP_A", "STEP_B"),
+        help="evaluate two checkpoints of a run and write their reports side by side with the difference",
+    )
     evaluate.add_argument(
         "--images-per-prompt", type=int, metavar="K", help="images per prompt (default: the benchmark's, GenEval 4)"
     )
     evaluate.add_argument(
-        "--out", metavar="DIR", help="where to write (default: RUN_DIR/eval/<benchmark>_step_<N>); resumes if there"
+        "--out",
+        metavar="DIR",
+        help="where to write (default: RUN_DIR/eval/<benchmark>_step_<N>); resumes if there. With --compare: "
+        "each step in DIR/step_<N>, the comparison in DIR (default RUN_DIR/eval/<benchmark>_step_<A>_vs_<B>)",
     )
     evaluate.add_argument("--limit", type=int, metavar="N", help="only N prompts, spread evenly over the set")
     evaluate.add_argument("--seed", type=int, default=0, help="image k of prompt i has seed SEED + i + 100003 k")
@@ -50,8 +61,6 @@ def add_eval_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 def run_eval_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     from omni_rl.config import structure_options
     from omni_rl.config.overrides import parse_override
-    from omni_rl.eval_model import load_generator
-    from omni_rl.evaluation import EvalSettings, run_eval
 
     registry.validate()
     spec = registry.get("benchmark", args.benchmark)
@@ -66,30 +75,104 @@ def run_eval_command(args: argparse.Namespace, output: Output, registry: Registr
     options = structure_options(spec, benchmark_options, "$.benchmark.options")
     if args.images_per_prompt is not None and args.images_per_prompt < 1:
         raise ConfigError(f"--images-per-prompt must be >= 1, got {args.images_per_prompt}")
+    target = _target(args.target)
+    if args.compare is not None:
+        _check_compare(target, args.compare)
     device = _device(args.device)
     with quiet_libraries(enabled=not output.debug):
         benchmark = spec.factory(options, BuildContext(device=device, registry=registry, section="$.benchmark"))
-        generator = load_generator(
-            args.target, step=args.step, overrides=generator_overrides, registry=registry, device=device
-        )
-        out = Path(args.out) if args.out else _default_out(Path(args.target), spec.name, generator.info)
-        writable_directory(str(out), "--out")
-        settings = EvalSettings(
-            benchmark=spec.name,
-            images_per_prompt=args.images_per_prompt or benchmark.images_per_prompt,
-            seed=args.seed,
-            limit=args.limit,
-        )
-        summary = run_eval(
-            benchmark,
-            generator,
-            out,
-            settings,
-            progress=lambda done, total: output.err.print(Text(f"{spec.name}: {done}/{total} prompts scored")),
-        )
-    output.print(Text(summary.text))
-    output.success(f"wrote {out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images to {out}")
+        if args.compare is None:
+            out, summary = _evaluate(args, output, registry, benchmark, target, args.step, generator_overrides)
+            output.print(Text(summary.text))
+            output.success(f"wrote {out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images")
+            return 0
+        summaries = []
+        for step in args.compare:
+            out, summary = _evaluate(args, output, registry, benchmark, target, step, generator_overrides)
+            output.print(Text(f"step {step} ({out}):\n{summary.text}\n"))
+            summaries.append(summary)
+    return _write_comparison(args, output, spec.name, target, summaries)
+
+
+def _evaluate(
+    args: argparse.Namespace,
+    output: Output,
+    registry: Registry,
+    benchmark: Any,
+    target: Path,
+    step: int | None,
+    overrides: list[str],
+) -> tuple[Path, Any]:
+    """Sample and score one model (a run's checkpoint ``step``, or the pipeline): its output folder and summary."""
+    import gc
+
+    from omni_rl.eval_model import load_generator
+    from omni_rl.evaluation import EvalSettings, run_eval
+
+    name = args.benchmark
+    defaults = getattr(benchmark, "pipeline_overrides", None)  # optional member: a pipeline's own settings
+    pipeline = (target / "model_index.json").is_file()
+    generator = load_generator(
+        target,
+        step=step,
+        overrides=overrides,
+        registry=registry,
+        device=_device(args.device),
+        pipeline_defaults=defaults(target) if defaults is not None and pipeline else (),
+    )
+    if not args.out:
+        out = _default_out(args, target, generator)
+    else:
+        out = Path(args.out) / f"step_{generator.info['step']}" if args.compare is not None else Path(args.out)
+    writable_directory(str(out), "--out")
+    settings = EvalSettings(
+        benchmark=name,
+        images_per_prompt=args.images_per_prompt or benchmark.images_per_prompt,
+        seed=args.seed,
+        limit=args.limit,
+    )
+    summary = run_eval(
+        benchmark,
+        generator,
+        out,
+        settings,
+        progress=lambda done, total: output.err.print(Text(f"{name}: {done}/{total} prompts scored")),
+    )
+    del generator
+    gc.collect()  # the next --compare step loads its own model: free this one first
+    return out, summary
+
+
+def _write_comparison(args: argparse.Namespace, output: Output, name: str, target: Path, summaries: list[Any]) -> int:
+    from omni_rl.eval_compare import write_comparison
+
+    first, second = args.compare
+    out = Path(args.out) if args.out else target / "eval" / f"{name}_step_{first}_vs_{second}"
+    writable_directory(str(out), "--out")
+    text = write_comparison(out, name, (f"step {first}", f"step {second}"), summaries[0], summaries[1])
+    output.print(Text(text))
+    output.success(f"wrote {out / 'comparison.txt'}, comparison.json and comparison.csv")
     return 0
+
+
+def _target(text: str) -> Path:
+    """The target directory; ``package:<module>:<path>`` names a pipeline shipped in a plugin (the shapes ones)."""
+    from omni_rl.package_paths import is_package_path, package_path
+
+    return package_path(text, "RUN_DIR|PIPELINE_DIR") if is_package_path(text) else Path(text)
+
+
+def _check_compare(target: Path, steps: list[int]) -> None:
+    from omni_rl.config import RESOLVED_CONFIG
+
+    if not (target / RESOLVED_CONFIG).is_file():
+        raise ConfigError(
+            f"--compare compares two checkpoints of one run; {str(target)!r} is not a run directory",
+            hint="pass the run directory (its [run] output_dir); to compare two pipelines, evaluate each and "
+            "read their summary.csv",
+        )
+    if steps[0] == steps[1]:
+        raise ConfigError(f"--compare needs two different steps, got {steps[0]} twice")
 
 
 def _device(option: str) -> str:
@@ -100,7 +183,13 @@ def _device(option: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _default_out(target: Path, benchmark: str, info: dict[str, Any]) -> Path:
+def _default_out(args: argparse.Namespace, target: Path, generator: Any) -> Path:
+    """A run's ``eval/<benchmark>_step_<N>``; beside a pipeline, ``<name>-eval/<benchmark>`` (in the working
+    directory for a ``package:`` pipeline: never inside an installed package)."""
+    from omni_rl.package_paths import is_package_path
+
+    info = generator.info
     if info.get("kind") == "run":
-        return target / "eval" / f"{benchmark}_step_{info['step']}"
-    return target.parent / f"{target.name}-eval" / benchmark
+        return target / "eval" / f"{args.benchmark}_step_{info['step']}"
+    parent = Path.cwd() if is_package_path(args.target) else target.parent
+    return parent / f"{target.name}-eval" / args.benchmark

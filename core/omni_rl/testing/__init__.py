@@ -19,6 +19,7 @@ from __future__ import annotations
 from omni_rl.testing._base import SpecConformance
 from omni_rl.testing.advantage import AdvantageConformance
 from omni_rl.testing.algorithm import AlgorithmConformance
+from omni_rl.testing.benchmark import BenchmarkConformance
 from omni_rl.testing.distributions import write_fake_distribution
 from omni_rl.testing.inline import InlinePlugin, make_manager, make_registry
 from omni_rl.testing.loss import LossConformance
@@ -31,6 +32,7 @@ from omni_rl.testing.sampler import SamplerConformance
 __all__ = [
     "AdvantageConformance",
     "AlgorithmConformance",
+    "BenchmarkConformance",
     "InlinePlugin",
     "LossConformance",
     "ModelConformance",

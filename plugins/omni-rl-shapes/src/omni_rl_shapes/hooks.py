@@ -1,4 +1,5 @@
-"""Hook implementations of omni-rl-shapes: the ``shapes`` reward and the ``shapes_motion`` clip reward.
+"""Hook implementations of omni-rl-shapes: the ``shapes`` reward, the ``shapes_motion`` clip reward and the
+``shapes`` benchmark of ``omni-rl eval``.
 
 Imports only attrs-level modules at import time; the verifier (numpy) loads when the reward is built.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import RewardSpec
+from omni_rl.specs import BenchmarkSpec, RewardSpec
 from omni_rl_shapes.config import ShapesRewardConfig
 from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
 
@@ -23,6 +24,25 @@ def _build_shapes_motion_reward(config: ShapesMotionRewardConfig, ctx: Any) -> A
     from omni_rl_shapes.motion_reward import ShapesMotionReward
 
     return ShapesMotionReward(config)
+
+
+def _build_shapes_benchmark(config: ShapesRewardConfig, ctx: Any) -> Any:
+    from omni_rl_shapes.benchmark import build_shapes_benchmark
+
+    return build_shapes_benchmark(config, ctx)
+
+
+@hookimpl
+def omni_rl_benchmarks() -> list[BenchmarkSpec]:
+    return [
+        BenchmarkSpec(
+            name="shapes",
+            factory=_build_shapes_benchmark,
+            config=ShapesRewardConfig,
+            summary="shapes val set: 48 prompts x 2 images scored by the shapes verifier; overall = the val "
+            "reward the shipped pipelines record",
+        )
+    ]
 
 
 @hookimpl
