@@ -143,3 +143,53 @@ def test_resuming_with_other_settings_is_refused(tmp_path: Path) -> None:
         run_eval(EvenSeeds(), generator(FakeRollout()), tmp_path, attrs.evolve(settings, seed=1))
     with pytest.raises(ConfigError, match=r"step: 5 -> 6"):
         run_eval(EvenSeeds(), generator(FakeRollout(), step=6), tmp_path, settings)
+
+
+def test_a_benchmarks_own_seeds_and_details_are_used(tmp_path: Path) -> None:
+    """Optional members: ``image_seed`` replaces the core's seeds; a verdict's ``details`` reach results.jsonl."""
+
+    class OwnSeeds(EvenSeeds):
+        def image_seed(self, seed: int, index: int, sample: int) -> int:
+            return 1000 + seed + 10 * index + sample
+
+        def score(self, images: np.ndarray, records: Sequence[PromptRecord]) -> list[ImageVerdict]:
+            return [
+                attrs.evolve(v, details={"pixel": float(a[0, 0, 0])})
+                for v, a in zip(super().score(images, records), images, strict=True)
+            ]
+
+    settings = EvalSettings(benchmark="even", images_per_prompt=2, seed=0, limit=2)
+    run_eval(OwnSeeds(), generator(FakeRollout()), tmp_path, settings)
+    results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["seed"] for r in results) == [1000, 1001, 1050, 1051]  # prompts 0 and 5 of 10
+    assert all(r["details"] == {"pixel": float(r["seed"] % 256)} for r in results)
+
+
+def test_compare_summaries_keeps_rows_one_side_lacks() -> None:
+    from omni_rl.eval_compare import compare_summaries, comparison_text
+
+    def summary(rows: dict[str, float], overall: float) -> BenchmarkSummary:
+        table = tuple(SummaryRow(name=k, correct=1, total=2, score=v) for k, v in rows.items())
+        return BenchmarkSummary(
+            benchmark="even",
+            rows=table,
+            overall=overall,
+            images=2,
+            prompts=1,
+            correct_images=0.5,
+            correct_prompts=0.0,
+            text="",
+        )
+
+    rows = compare_summaries(summary({"a": 0.25, "b": 0.5}, 0.375), summary({"b": 0.75, "c": 1.0}, 0.875))
+    assert [(r.name, r.a, r.b, r.difference) for r in rows] == [
+        ("a", 0.25, None, None),
+        ("b", 0.5, 0.75, 0.25),
+        ("c", None, 1.0, None),
+        ("% correct images", 0.5, 0.5, 0.0),
+        ("% correct prompts", 0.0, 0.0, 0.0),
+        ("overall", 0.375, 0.875, 0.5),
+    ]
+    text = comparison_text("even", ("step 1", "step 9"), rows)
+    assert text.splitlines()[0] == "even: step 1 vs step 9 (difference = step 9 - step 1)"
+    assert text.splitlines()[-1].split() == ["overall", "0.3750", "0.8750", "+0.5000"]

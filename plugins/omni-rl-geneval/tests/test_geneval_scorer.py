@@ -13,7 +13,7 @@ import pytest
 import torch
 from omni_rl_geneval.colors import BACKGROUND, masked_crop
 from omni_rl_geneval.detector import _image_detections
-from omni_rl_geneval.hooks import omni_rl_reward_models
+from omni_rl_geneval.hooks import omni_rl_benchmarks, omni_rl_reward_models
 from omni_rl_geneval.metadata import class_names, evaluation_prompts
 from omni_rl_geneval.rules import Detection, evaluate, keep_all
 from PIL import Image
@@ -22,8 +22,8 @@ from omni_rl.config import structure_options
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
 from omni_rl.schema import ResolvedComponent
-from omni_rl.specs import RewardSpec
-from omni_rl.testing import PluginConformance, RewardConformance
+from omni_rl.specs import BenchmarkSpec, RewardSpec
+from omni_rl.testing import BenchmarkConformance, PluginConformance, RewardConformance
 
 SPEC = omni_rl_reward_models()[0]
 PICK = [0, 100, 200, 300, 400, 500]  # one prompt of each tag (the set is ordered by tag)
@@ -157,6 +157,19 @@ class TestGenEvalReward(RewardConformance):
     def metadata(self, images: np.ndarray) -> list[dict[str, Any]]:
         records = evaluation_prompts()
         return [records[PICK[i % len(PICK)]].metadata for i in range(len(images))]
+
+
+class TestGenEvalBenchmark(BenchmarkConformance):
+    """The benchmark on the tiny models; the default ``records`` spread over the 553 prompts like ``--limit``."""
+
+    @pytest.fixture
+    def spec(self) -> BenchmarkSpec:
+        (spec,) = omni_rl_benchmarks()
+        return spec
+
+    @pytest.fixture
+    def options(self, tiny_options: dict[str, Any]) -> dict[str, Any]:
+        return tiny_options
 
 
 class TestHooks(PluginConformance):
