@@ -82,13 +82,15 @@ def run_eval_command(args: argparse.Namespace, output: Output, registry: Registr
     with quiet_libraries(enabled=not output.debug):
         benchmark = spec.factory(options, BuildContext(device=device, registry=registry, section="$.benchmark"))
         if args.compare is None:
-            out, summary = _evaluate(args, output, registry, benchmark, target, args.step, generator_overrides)
+            out, summary = _evaluate(
+                args, output, registry, benchmark, spec.name, target, args.step, generator_overrides
+            )
             output.print(Text(summary.text))
             output.success(f"wrote {out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images")
             return 0
         summaries = []
         for step in args.compare:
-            out, summary = _evaluate(args, output, registry, benchmark, target, step, generator_overrides)
+            out, summary = _evaluate(args, output, registry, benchmark, spec.name, target, step, generator_overrides)
             output.print(Text(f"step {step} ({out}):\n{summary.text}\n"))
             summaries.append(summary)
     return _write_comparison(args, output, spec.name, target, summaries)
@@ -99,6 +101,7 @@ def _evaluate(
     output: Output,
     registry: Registry,
     benchmark: Any,
+    name: str,
     target: Path,
     step: int | None,
     overrides: list[str],
@@ -109,7 +112,6 @@ def _evaluate(
     from omni_rl.eval_model import load_generator
     from omni_rl.evaluation import EvalSettings, run_eval
 
-    name = args.benchmark
     defaults = getattr(benchmark, "pipeline_overrides", None)  # optional member: a pipeline's own settings
     pipeline = (target / "model_index.json").is_file()
     generator = load_generator(
@@ -121,7 +123,7 @@ def _evaluate(
         pipeline_defaults=defaults(target) if defaults is not None and pipeline else (),
     )
     if not args.out:
-        out = _default_out(args, target, generator)
+        out = _default_out(args, name, target, generator)
     else:
         out = Path(args.out) / f"step_{generator.info['step']}" if args.compare is not None else Path(args.out)
     writable_directory(str(out), "--out")
@@ -183,13 +185,13 @@ def _device(option: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _default_out(args: argparse.Namespace, target: Path, generator: Any) -> Path:
+def _default_out(args: argparse.Namespace, name: str, target: Path, generator: Any) -> Path:
     """A run's ``eval/<benchmark>_step_<N>``; beside a pipeline, ``<name>-eval/<benchmark>`` (in the working
     directory for a ``package:`` pipeline: never inside an installed package)."""
     from omni_rl.package_paths import is_package_path
 
     info = generator.info
     if info.get("kind") == "run":
-        return target / "eval" / f"{args.benchmark}_step_{info['step']}"
+        return target / "eval" / f"{name}_step_{info['step']}"
     parent = Path.cwd() if is_package_path(args.target) else target.parent
-    return parent / f"{target.name}-eval" / args.benchmark
+    return parent / f"{target.name}-eval" / name
