@@ -144,7 +144,7 @@ def test_eval_draws_the_images_the_record_was_measured_on(tmp_path: Path, monkey
         assert np.abs(drawn - reference[0].astype(int)).max() <= 1, r["image"]  # float rounding at most
 
 
-@pytest.mark.slow  # ~45 s on 2 busy CPU cores: all 96 images
+@pytest.mark.slow  # 45-60 s on 2 busy CPU cores: all 96 images
 @pytest.mark.usefixtures("one_thread")
 def test_eval_reproduces_the_qwen_image_pipelines_recorded_val_reward(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -160,7 +160,7 @@ def test_eval_reproduces_the_qwen_image_pipelines_recorded_val_reward(
     assert (tmp_path / "eval" / "images" / "00047" / "samples" / "0001.png").is_file()
 
 
-@pytest.mark.slow  # ~2 min on 2 busy CPU cores (three text encoders, T5 included)
+@pytest.mark.slow  # 50 s - 2 min on 2 busy CPU cores (three text encoders, T5 included)
 @pytest.mark.usefixtures("one_thread")
 def test_eval_reproduces_the_sd3_pipelines_recorded_val_reward(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The SD3 pipeline's val was sampled by ``StableDiffusion3Pipeline`` itself; the diffusers rollout draws the
