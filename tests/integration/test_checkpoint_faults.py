@@ -198,6 +198,7 @@ def test_driver_killed_at_points_of_a_save(
         COUNTS["driver kills survived"] += 1
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(
     reference: dict, run_args: Callable[..., list[str]], fault_step_save: Callable[..., None], tmp_path: Path, capsys
 ) -> None:
@@ -214,6 +215,7 @@ def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(
         COUNTS["disk-full saves"] += 1
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_a_worker_killed_while_it_writes(
     reference: dict, run_args: Callable[..., list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -41,6 +42,7 @@ def _assert_close(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor
         assert error < tol, (name, error)
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_fsdp2_full_fine_tuning_matches_one_worker(tmp_path: Path, tiny_sd3: Path, small_jpeg_run) -> None:
     """Flow-GRPO (the trajectory update) training every transformer weight. The first mini-batch of step 1 puts 1
     of its 4 samples on worker 0 and 3 on worker 1, so worker 0 runs a zero-weight padding micro-batch."""

@@ -54,7 +54,8 @@ def _lora(run: Path, step: int) -> dict[str, torch.Tensor]:
     return load_file(str(run / "checkpoints" / f"step_{step}" / "worker_0" / "trainable.safetensors"))
 
 
-@pytest.fixture(scope="module", params=list(MODELS))
+#: FLUX's pair (~75 s) runs in `nox -s integration`; the default suite keeps Qwen-Image's
+@pytest.fixture(scope="module", params=["qwen_image", pytest.param("flux", marks=pytest.mark.slow)])
 def one_worker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ray_cluster: None
 ) -> tuple[str, Path, Path]:

@@ -125,6 +125,7 @@ def test_sigint_checkpoints_and_exits_130(tmp_path: Path, tiny_sd3: Path) -> Non
     assert step < 6 and max(_rows(out)) == step
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_a_second_sigint_exits_at_once_and_the_last_checkpoint_resumes(tmp_path: Path, tiny_sd3: Path) -> None:
     out = tmp_path / "run"
     log = tmp_path / "run.log"

@@ -85,6 +85,7 @@ NFT_SETS = (
 )
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_diffusion_nft_disaggregated_staleness_0_reproduces_the_colocated_run(
     tmp_path: Path, tiny_sd3: Path, ray_cluster: None
 ) -> None:
@@ -109,6 +110,7 @@ def test_diffusion_nft_disaggregated_staleness_0_reproduces_the_colocated_run(
         assert b["rollout/version"] == step - 1 and b["rollout/staleness"] == 0
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_one_step_off_resume_resamples_the_in_flight_batch(tmp_path: Path, small_jpeg_run) -> None:
     """A checkpoint after step 1 keeps the version that sampled batch 2 (0); the resumed run re-samples batch 2
     with it and continues as the uninterrupted run did."""

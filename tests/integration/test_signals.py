@@ -18,6 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from omni_rl import checkpoint
 
 ROOT = Path(__file__).parents[2]
@@ -116,6 +118,7 @@ def test_sigterm_mid_step_checkpoints_prints_the_resume_command_and_exits_143(tm
     _assert_nothing_left(marker)
 
 
+@pytest.mark.slow  # over 30 s; runs in `nox -s integration` (and the chaos session for faults)
 def test_a_second_ctrl_c_just_after_the_step_prints_the_saved_checkpoint(tmp_path: Path, tiny_sd3: Path) -> None:
     out, log, marker = tmp_path / "run", tmp_path / "run.log", uuid.uuid4().hex
     proc = _spawn(_run_args(out, tiny_sd3), log, marker)
