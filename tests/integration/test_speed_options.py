@@ -20,7 +20,13 @@ from omni_rl.schema import OptimConfig
 PROMPTS = ["a red circle", "a red circle", "two blue squares", "two blue squares"]
 GROUPS = [0, 0, 1, 1]
 ROLLOUT = {"group_size": 2, "steps": 3, "eval_steps": 3, "height": 32, "width": 32, "cfg": 1.0, "batch_size": 4}
-OFF = {"compile": "off", "attention_backend": "default", "vae_tiling": False, "vae_slicing": False}
+OFF = {
+    "compile": "off",
+    "attention_backend": "default",
+    "vae_tiling": False,
+    "vae_slicing": False,
+    "vae_channels_last": False,
+}
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 
 
@@ -72,6 +78,25 @@ def test_math_attention_and_vae_options_run(tiny_sd3: Path, sampler) -> None:
     b = rollout.generate(fast, sampler, _request())
     torch.testing.assert_close(b.final_latents, a.final_latents, atol=1e-4, rtol=1e-4)
     assert (b.images.int() - a.images.int()).abs().max() <= 2  # 32 px: under the tile size, slicing only
+
+
+def _conv_weights(vae: torch.nn.Module) -> list[torch.Tensor]:
+    return [p for p in vae.parameters() if p.dim() in (4, 5)]
+
+
+@pytest.mark.parametrize("name", ["sd3", "qwen_image"])
+def test_channels_last_vae_decodes_the_same_images(name: str, sampler, request: pytest.FixtureRequest) -> None:
+    """SD3's 2-D and Qwen-Image's 3-D convolutions: the weights change layout, the images stay the same."""
+    path = request.getfixturevalue({"sd3": "tiny_sd3", "qwen_image": "tiny_qwen_image"}[name])
+    base, fast = _model((name, path)), _model((name, path), vae_channels_last=True)
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    assert all(not w.is_contiguous(memory_format=formats[w.dim()]) for w in _conv_weights(base.vae) if w.shape[-1] > 1)
+    assert all(w.is_contiguous(memory_format=formats[w.dim()]) for w in _conv_weights(fast.vae))
+    rollout = build("rollout", "diffusers", ROLLOUT)
+    a = rollout.generate(base, sampler, _request())
+    b = rollout.generate(fast, sampler, _request())
+    assert torch.equal(a.final_latents, b.final_latents)  # the transformer is untouched
+    assert (b.images.int() - a.images.int()).abs().max() <= 1  # float rounding of another summation order
 
 
 def test_bad_values_name_the_path(tiny_sd3: Path) -> None:

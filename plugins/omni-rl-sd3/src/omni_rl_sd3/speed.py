@@ -16,6 +16,13 @@ not a bit.
 - ``vae_tiling`` / ``vae_slicing``: diffusers' ``enable_tiling`` (decode in overlapping tiles: large images in
   bounded memory; changes pixels slightly at tile seams) and ``enable_slicing`` (decode one image at a time:
   bounded memory for large rollout chunks).
+- ``vae_channels_last``: the VAE's convolution weights in channels-last layout (``channels_last`` for 2-D
+  convolutions, ``channels_last_3d`` for the 3-D ones of the Qwen-Image and Wan VAEs), the layout cuDNN's fastest
+  convolution kernels use on tensor-core GPUs; the decode's inputs follow their weights' layout. The same math in
+  another memory order: equal to float rounding.
+
+CUDA graphs are not an option yet: they need a GPU to measure what they save here, and the rollout's last chunk
+and the update's micro-batches change the shapes a graph would be captured for.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ class SpeedOptions:
     vae_tiling: bool = False
     #: decode one image at a time (diffusers' vae.enable_slicing): bounded memory for large rollout chunks
     vae_slicing: bool = False
+    #: the VAE's convolutions in channels-last memory layout (cuDNN's tensor-core kernels prefer it)
+    vae_channels_last: bool = False
 
     @property
     def compiled(self) -> bool:
@@ -98,6 +107,18 @@ def compile_blocks(transformer: Any) -> int:
     return count
 
 
+def to_channels_last(module: Any) -> None:
+    """4-D weights to ``channels_last`` and 5-D ones to ``channels_last_3d``, in place. (``Module.to`` with a memory
+    format refuses a module that mixes ranks, as the Qwen-Image and Wan VAEs' causal 3-D convolutions do.)"""
+    import torch
+
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    with torch.no_grad():
+        for parameter in module.parameters():
+            if parameter.dim() in formats:
+                parameter.data = parameter.data.contiguous(memory_format=formats[parameter.dim()])
+
+
 def apply_speed_options(options: SpeedOptions, transformer: Any, vae: Any, device: Any, label: str) -> None:
     """Turn on what the options ask for (after LoRA is injected, so the compiled blocks include it)."""
     check_device(options, device, label)
@@ -105,6 +126,8 @@ def apply_speed_options(options: SpeedOptions, transformer: Any, vae: Any, devic
         vae.enable_tiling()
     if options.vae_slicing:
         vae.enable_slicing()
+    if options.vae_channels_last:
+        to_channels_last(vae)
     if options.compiled and compile_blocks(transformer) == 0:
         raise ConfigError(
             f"compile = {options.compile!r}: this {label} transformer has no repeated blocks to compile",
