@@ -1,5 +1,5 @@
 """docs/examples/shapes_dance_grpo.toml through the real loop (`omni-rl check` and `omni-rl run`, Ray worker, tiny
-random SD3, JPEG reward), shrunk to 3 steps; the same with the KL term on; and `omni-rl check` of the preset with
+random Qwen-Image, JPEG reward), shrunk to 3 steps; the same with the KL term on; and `omni-rl check` of the preset with
 the other windowed samplers (flow_sde, cps) and a KL term."""
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_dance_grpo.t
 
 
 @pytest.fixture(scope="module")
-def tiny_sd3(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
+def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random pipeline of the example's model family (qwen_image), so that only the weights differ from it."""
+    from omni_rl_qwen_image.tiny import build_tiny_qwen_image_pipeline
 
-    return Path(build_tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3") / "tiny", seed=0))
+    return Path(build_tiny_qwen_image_pipeline(tmp_path_factory.mktemp("qwen") / "tiny", seed=0))
 
 
 def _sets(**changes: str) -> list[str]:
@@ -32,13 +33,13 @@ def _sets(**changes: str) -> list[str]:
     return args
 
 
-def _run(out: Path, tiny_sd3: Path, steps: int, *extra: str) -> dict[int, dict]:
+def _run(out: Path, tiny_qwen: Path, steps: int, *extra: str) -> dict[int, dict]:
     args = ["run", str(EXAMPLE)]
     args += _sets(
         run__steps=str(steps),
         run__output_dir=str(out),
         run__eval_before_training="false",
-        model__options__path=str(tiny_sd3),
+        model__options__path=str(tiny_qwen),
         reward__0__name='"jpeg_compressibility"',
         rollout__options__height="32",
         rollout__options__width="32",
@@ -60,8 +61,8 @@ def test_the_example_passes_check() -> None:
     assert main(["check", str(EXAMPLE)]) == 0
 
 
-def test_three_steps_of_the_example(tiny_sd3: Path, tmp_path: Path) -> None:
-    rows = _run(tmp_path / "run", tiny_sd3, 3)
+def test_three_steps_of_the_example(tiny_qwen: Path, tmp_path: Path) -> None:
+    rows = _run(tmp_path / "run", tiny_qwen, 3)
     assert sorted(rows) == [1, 2, 3]
     for row in rows.values():
         assert (row["rollout/window_start"], row["rollout/window_size"]) == (0.0, 4.0)  # the whole recorded window
@@ -78,8 +79,8 @@ def test_three_steps_of_the_example(tiny_sd3: Path, tmp_path: Path) -> None:
     assert "timestep_fraction = 0.5" in resolved and "shared_initial_noise = true" in resolved
 
 
-def test_two_steps_with_the_kl_term(tiny_sd3: Path, tmp_path: Path) -> None:
-    rows = _run(tmp_path / "kl", tiny_sd3, 2, "loss.options.kl_coef=0.04")
+def test_two_steps_with_the_kl_term(tiny_qwen: Path, tmp_path: Path) -> None:
+    rows = _run(tmp_path / "kl", tiny_qwen, 2, "loss.options.kl_coef=0.04")
     for row in rows.values():
         assert math.isfinite(row["actor/kl"]) and row["actor/kl"] >= 0
         assert math.isfinite(row["actor/loss"])
