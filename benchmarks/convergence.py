@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -108,12 +109,14 @@ def write_report(path: Path, rows: dict[Key, dict[str, object]], threads: int | 
         COLUMNS,
         "|" + "---|" * COLUMNS.count(" | ") + "---|",
     ]
-    kept = _kept_rows(section_of(path.read_text() if path.exists() else "", HEADING), rows)
+    old = section_of(path.read_text() if path.exists() else "", HEADING)
+    kept = _kept_rows(old, rows)
     for key in sorted({*rows, *kept}, key=lambda k: (list(CONFIGS).index(k[0]), k[1])):
         lines.append(_row(*key, rows[key]) if key in rows else kept[key])
     # the means cover every row of the table, kept ones too: a run with --only leaves the other algorithms' lines
     lines += _seed_means({**{k: v for k, line in kept.items() if (v := _gains_of(line))}, **rows})
-    replace_section(path, HEADING, "\n".join(lines))
+    notes = _notes_of(old)
+    replace_section(path, HEADING, "\n".join([*lines, *(["", notes] if notes else [])]))
 
 
 def _seed_means(rows: dict[Key, dict[str, object]]) -> list[str]:
@@ -136,6 +139,24 @@ def _gains_of(line: str) -> dict[str, object] | None:
         return {"base": float(cells[3]), "best": float(cells[4].split()[0]), "final": float(cells[5])}
     except (IndexError, ValueError):
         return None
+
+
+def _notes_of(section: str) -> str:
+    """What was written by hand below the table and its seed means (what each algorithm tried, what mattered):
+    kept, so that re-running one algorithm does not erase the findings about the others."""
+    lines = section.splitlines()
+    if COLUMNS not in lines:
+        return ""
+    end = lines.index(COLUMNS)
+    while end < len(lines) and lines[end].startswith("|"):  # the header, the rule and the rows
+        end += 1
+    while end < len(lines) and (not lines[end].strip() or _SEED_MEAN.match(lines[end])):
+        end += 1
+    return "\n".join(lines[end:]).strip("\n")
+
+
+#: a line :func:`_seed_means` writes
+_SEED_MEAN = re.compile(r"^- \w+, mean over \d+ seeds: ")
 
 
 def _kept_rows(section: str, fresh: dict[Key, dict[str, object]]) -> dict[Key, str]:

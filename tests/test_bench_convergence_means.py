@@ -1,4 +1,5 @@
-"""benchmarks/convergence.py --only keeps the other algorithms' rows, and their seed means with them (issue 22)."""
+"""benchmarks/convergence.py --only keeps the other algorithms' rows, and their seed means with them (issue 22), and
+the notes written by hand below the table (issue 32)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,18 @@ def test_a_rerun_of_one_algorithm_keeps_the_others_seed_means(tmp_path: Path, mo
     text = report.read_text()
     assert f"- {first}, mean over 2 seeds: best − base +0.300, final − base +0.100" in text
     assert f"- {second}, mean over 2 seeds: best − base +0.300, final − base +0.200" in text
+
+
+def test_a_rerun_keeps_the_notes_below_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    bench = importlib.import_module("convergence")
+    first = next(iter(bench.CONFIGS))
+    report = tmp_path / "benchmarks.md"
+    report.write_text("# Benchmarks\n")
+    bench.write_report(report, {(first, 1): _result(0.1, 0.5, 0.3), (first, 2): _result(0.1, 0.3, 0.1)})
+    notes = "- **What mattered**: the learning rate.\n\n| a table | of notes |\n|---|---|\n\nA closing paragraph."
+    report.write_text(report.read_text().rstrip("\n") + "\n\n" + notes + "\n\n## Later\n\nafter\n")
+    bench.write_report(report, {(first, 1): _result(0.0, 0.2, 0.2)})
+    text = report.read_text()
+    assert text.count(notes) == 1 and text.index("mean over 2 seeds") < text.index(notes) < text.index("## Later")
+    assert text.endswith("## Later\n\nafter\n")
