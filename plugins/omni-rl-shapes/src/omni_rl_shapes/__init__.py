@@ -1,5 +1,6 @@
 """Shapes: a CPU-sized text-to-image RL benchmark for omni-rl (renderer, verifier reward, pretrained tiny SD3
-and Qwen-Image pipelines).
+and Qwen-Image pipelines), and its text-to-video side, shapes in motion (clip renderer and verifier reward, a
+pretrained tiny Wan pipeline).
 
 This module stays import-light (``hooks.py`` imports it): the renderer, verifier and pretraining code live in
 their own modules and pull in numpy / PIL / torch only when imported.
@@ -12,6 +13,9 @@ from pathlib import Path
 #: prompt sources for ``[data] train`` / ``[data] val``
 TRAIN_PROMPTS = "package:omni_rl_shapes:prompts/train.txt"
 VAL_PROMPTS = "package:omni_rl_shapes:prompts/val.txt"
+#: the motion model's prompt sources (:mod:`motion_prompts`)
+MOTION_TRAIN_PROMPTS = "package:omni_rl_shapes:prompts/motion_train.txt"
+MOTION_VAL_PROMPTS = "package:omni_rl_shapes:prompts/motion_val.txt"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -24,12 +28,13 @@ def read_prompts(split: str) -> list[str]:
 
 
 #: the shipped pretrained pipelines, by architecture (``package:omni_rl_shapes:<directory>`` in a config)
-PRETRAINED_DIRS = {"sd3": "pretrained", "qwen_image": "pretrained_qwen_image"}
+PRETRAINED_DIRS = {"sd3": "pretrained", "qwen_image": "pretrained_qwen_image", "wan": "pretrained_wan_motion"}
 
 
 def pretrained_path(arch: str = "sd3") -> Path:
     """Directory of the shipped tiny pipeline of ``arch`` (``"sd3"``: ``StableDiffusion3Pipeline``;
-    ``"qwen_image"``: ``QwenImagePipeline``), in diffusers ``save_pretrained`` layout, for loading by path.
+    ``"qwen_image"``: ``QwenImagePipeline``; ``"wan"``: the shapes-in-motion ``WanPipeline``), in diffusers
+    ``save_pretrained`` layout, for loading by path.
 
     Raises ``FileNotFoundError`` when the package was built without it (``python -m omni_rl_shapes.pretrain``
     with ``--arch`` writes one; the plugin README has the recipe).

@@ -36,6 +36,8 @@ class SamplingSettings:
     images_per_prompt: int = 2
     seed_offset: int = 0
     batch_size: int = 48
+    #: frames per sample: 1 for the image models, 4k + 1 for the Wan motion model (clips (N, F, H, W, 3))
+    num_frames: int = 1
 
 
 def _jobs(prompts: Sequence[str], settings: SamplingSettings) -> list[tuple[str, int]]:
@@ -83,16 +85,21 @@ def val_reward(
 
 
 def sample_model(model: Any, prompts: Sequence[str], settings: SamplingSettings) -> tuple[list[str], np.ndarray]:
-    """(prompt per image, uint8 images) sampled from an omni-rl ``DiffusionModel`` by the Euler ODE over its own
-    ``sigma_schedule`` with its ``predict_velocity`` (CFG as the model does it: true CFG with the negative prompt
-    for Qwen-Image). Seeds as :func:`sample`; each image's initial noise comes from its own generator, drawn in
-    the (C, h, w) layout the pipelines draw it in, so a sample does not depend on its batch."""
+    """(prompt per image, uint8 images, or clips (N, F, H, W, 3) with ``num_frames > 1``) sampled from an omni-rl
+    ``DiffusionModel`` by the Euler ODE over its own ``sigma_schedule`` with its ``predict_velocity`` (CFG as the
+    model does it: true CFG with the negative prompt for Qwen-Image and Wan). Seeds as :func:`sample`; each
+    image's initial noise comes from its own generator, drawn in the (C, h, w) (video: (C, F', h, w)) layout the
+    pipelines draw it in, so a sample does not depend on its batch."""
     import torch
 
     jobs = _jobs(prompts, settings)
     size, guidance = settings.size, settings.guidance_scale
     sigmas = model.sigma_schedule(settings.num_inference_steps, size, size).float().cpu()
-    shape = model.latent_shape(size, size)
+    shape = (
+        model.latent_shape(size, size)
+        if settings.num_frames == 1
+        else model.latent_shape(size, size, settings.num_frames)
+    )
     images = []
     for start in range(0, len(jobs), settings.batch_size):
         chunk = jobs[start : start + settings.batch_size]

@@ -70,9 +70,9 @@ def lr_factor(step: int, settings: FlowTraining) -> float:
 class FlowMatchingTrainer:
     """Full-weight training of a flow-matching transformer on (latent, prompt index) pairs.
 
-    ``latents`` (N, C, h, w) are model-space latents and ``prompt_ids`` (N,) index the rows of the prompt
-    conditioning that ``velocity(x_t, sigma, ids)`` looks up (the transformer's prediction for latents ``x_t``
-    (B, C, h, w) at noise levels ``sigma`` (B,), shaped like ``x_t``); ``empty_id`` is the row of the
+    ``latents`` (N, C, h, w) (video: (N, C, F', h, w)) are model-space latents and ``prompt_ids`` (N,) index the
+    rows of the prompt conditioning that ``velocity(x_t, sigma, ids)`` looks up (the transformer's prediction for
+    latents ``x_t`` at noise levels ``sigma`` (B,), shaped like ``x_t``); ``empty_id`` is the row of the
     unconditional prompt. ``shift`` is the time shift of the sigma draw (:func:`sample_sigmas`).
     """
 
@@ -114,7 +114,7 @@ class FlowMatchingTrainer:
         ids[torch.rand(s.batch_size, generator=g) < s.cfg_dropout] = self.empty_id
         sigma = sample_sigmas(s.batch_size, s, self.shift, g)
         noise = torch.randn(x0.shape, generator=g)
-        s_ = sigma.view(-1, 1, 1, 1)
+        s_ = sigma.view(-1, *[1] * (x0.ndim - 1))  # (B, C, h, w) images or (B, C, F', h, w) video latents
         x_t = (1 - s_) * x0 + s_ * noise
         self.transformer.train()
         prediction = self.velocity(x_t, sigma, ids)

@@ -2,6 +2,10 @@
 
 ``--arch qwen_image`` runs the same recipe for a tiny Qwen-Image pipeline (QwenImagePipeline layout; needs the
 optional omni-rl-qwen-image plugin); everything that depends on the architecture is in :mod:`pretrain_arch`.
+``--arch wan`` runs it for the shapes-in-motion model (a tiny WanPipeline on 5-frame clips, :mod:`pretrain_wan`;
+needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier, with a motion flaw
+(``--flaw reverse --flaw-rate R``: clips moving the wrong way) in the place of stray objects
+(:mod:`pretrain_world`).
 
 1. Build a random tiny pipeline (SD3: ``omni_rl_sd3.tiny.build_tiny_sd3_pipeline``; 32 px images: 2x VAE,
    16x16x16 latents, 64 image tokens; offline tokenizers; frozen random text encoders).
@@ -45,13 +49,11 @@ import attrs
 import numpy as np
 from omni_rl_sd3.tiny import TINY_MARKER
 
-from omni_rl_shapes import read_prompts
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
 from omni_rl_shapes.flow_matching import FlowMatchingTrainer, FlowTraining
 from omni_rl_shapes.pretrain_arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture, save_trained
-from omni_rl_shapes.pretrain_vae import VAETraining, train_vae
-from omni_rl_shapes.render import render, render_with_stray
-from omni_rl_shapes.verify import verify
+from omni_rl_shapes.pretrain_vae import VAETraining, from_tensor, to_tensor, train_vae
+from omni_rl_shapes.pretrain_world import MOTION_FLAWS, World
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "pretrained"
 #: the required band of the shipped model's val reward (the test checks it)
@@ -84,23 +86,23 @@ def closest_to_band(scores: Sequence[float], low: float, high: float) -> int:
     return min(inside or range(len(scores)), key=lambda i: abs(scores[i] - middle))
 
 
-def _render_batch(prompts: Sequence[str], rng: np.random.Generator, n: int, size: int) -> tuple[list[str], Any]:
+def _render_batch(
+    world: World, prompts: Sequence[str], rng: np.random.Generator, n: int, size: int
+) -> tuple[list[str], Any]:
     chosen = [prompts[i] for i in rng.integers(len(prompts), size=n)]
-    images = np.stack([render(p, size, int(s)) for p, s in zip(chosen, rng.integers(2**31, size=n), strict=True)])
-    return chosen, images
+    seeds = rng.integers(2**31, size=n)
+    return chosen, np.stack([world.render(p, size, int(s)) for p, s in zip(chosen, seeds, strict=True)])
 
 
-def _reconstruction_reward(vae: Any, prompts: Sequence[str], size: int) -> float:
+def _reconstruction_reward(vae: Any, world: World, size: int) -> float:
     """Mean verifier score of VAE round trips of rendered val scenes (how much the VAE alone loses)."""
     import torch
 
-    from omni_rl_shapes.pretrain_vae import to_tensor
-
-    images = np.stack([render(p, size, 7_000 + i) for i, p in enumerate(prompts)])
+    prompts = world.prompts("val")
+    samples = np.stack([world.render(p, size, 7_000 + i) for i, p in enumerate(prompts)])
     with torch.no_grad():
-        decoded = vae.decode(vae.encode(to_tensor(images)).latent_dist.mean).sample
-    out = ((decoded.clamp(-1, 1) + 1) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
-    return float(np.mean([verify(img, p).score for img, p in zip(out, prompts, strict=True)]))
+        decoded = vae.decode(vae.encode(to_tensor(samples)).latent_dist.mean).sample
+    return float(np.mean(world.scores(from_tensor(decoded), prompts)))
 
 
 def _folder_bytes(directory: Path) -> int:
@@ -108,18 +110,22 @@ def _folder_bytes(directory: Path) -> int:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Pretrain the tiny shapes SD3 (or Qwen-Image) pipeline.")
+    parser = argparse.ArgumentParser(description="Pretrain the tiny shapes SD3 (Qwen-Image, Wan motion) pipeline.")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="pipeline directory to (re)write")
     parser.add_argument(
         "--arch",
         choices=ARCHITECTURES,
         default="sd3",
-        help="pipeline architecture (qwen_image needs the omni-rl-qwen-image plugin: the qwen-image extra)",
+        help="pipeline architecture (qwen_image needs the omni-rl-qwen-image plugin: the qwen-image extra; wan, the "
+        "shapes-in-motion model, needs omni-rl-wan)",
     )
     parser.add_argument("--steps", type=int, default=3000, help="max transformer steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: the machine is shared)")
     parser.add_argument("--vae-steps", type=int, default=VAETraining().steps)
+    parser.add_argument(
+        "--vae-batch-size", type=int, default=VAETraining().batch_size, help="scenes (or clips) per VAE step"
+    )
     parser.add_argument("--batch-size", type=int, default=FlowTraining().batch_size)
     parser.add_argument("--lr", type=float, default=FlowTraining().lr)
     parser.add_argument(
@@ -148,6 +154,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="stray objects in each scene that has them (with --stray-rate; 2 lowers the base's count further)",
     )
     parser.add_argument(
+        "--flaw",
+        choices=MOTION_FLAWS,
+        default=None,
+        help="--arch wan: the motion flaw a share (--flaw-rate) of the training clips show (reverse: moving the "
+        "wrong way)",
+    )
+    parser.add_argument("--flaw-rate", type=float, default=0.0, help="--arch wan: fraction of flawed training clips")
+    parser.add_argument(
         "--save-dtype",
         choices=SAVE_DTYPES,
         default="float32",
@@ -164,6 +178,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--stray-rate must be between 0 and 1, got {args.stray_rate}")
     if args.strays < 1:
         parser.error(f"--strays must be at least 1, got {args.strays}")
+    if not 0.0 <= args.flaw_rate <= 1.0:
+        parser.error(f"--flaw-rate must be between 0 and 1, got {args.flaw_rate}")
+    motion = args.arch == "wan"
+    if not motion and (args.flaw is not None or args.flaw_rate):
+        parser.error("--flaw and --flaw-rate are the motion model's (--arch wan); still images use --stray-rate")
+    if motion and args.stray_rate:
+        parser.error("--stray-rate is the image models'; the motion model's flaw is --flaw with --flaw-rate")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
         parser.error(f"--init-from {args.init_from} is not a pipeline directory (no model_index.json)")
     try:
@@ -212,11 +233,12 @@ class _Run:
 
 def _prepare_vae(run: _Run, arch: Architecture, handle: Any, settings: VAETraining, rng: np.random.Generator) -> None:
     """Train the VAE on rendered train scenes, standardise its latents, and check it on val scenes."""
-    train_prompts, size = read_prompts("train"), arch.image_size
+    world, size = arch.world, arch.image_size
+    train_prompts = world.prompts("train")
     run.log(f"VAE: {settings.steps} steps on rendered train scenes")
-    train_vae(arch.vae(handle), lambda n: _render_batch(train_prompts, rng, n, size)[1], settings, run.log)
-    stats = arch.calibrate(handle, _render_batch(train_prompts, rng, 512, size)[1])
-    reward = _reconstruction_reward(arch.vae(handle), read_prompts("val"), size)
+    train_vae(arch.vae(handle), lambda n: _render_batch(world, train_prompts, rng, n, size)[1], settings, run.log)
+    stats = arch.calibrate(handle, _render_batch(world, train_prompts, rng, 512, size)[1])
+    reward = _reconstruction_reward(arch.vae(handle), world, size)
     described = ", ".join(
         f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {min(v):.3f}..{max(v):.3f}" for k, v in stats.items()
     )
@@ -230,16 +252,16 @@ def _trainer(
     """Render ``--images-per-prompt`` scenes of every train prompt, cache latents and prompt embeddings."""
     import torch
 
-    prompts, size = read_prompts("train"), arch.image_size
+    world, size = arch.world, arch.image_size
+    prompts = world.prompts("train")
     per_prompt = run.args.images_per_prompt
     scenes = [p for p in prompts for _ in range(per_prompt)]
-    rate = run.args.stray_rate
-    images = np.stack([render_with_stray(p, size, 1_000_000 + i, rate, run.args.strays) for i, p in enumerate(scenes)])
+    images = np.stack([world.render_train(p, size, 1_000_000 + i, run.args) for i, p in enumerate(scenes)])
     latents = arch.encode_images(handle, images)
     velocity = arch.velocity(handle, prompts, sampling)
     run.log(
-        f"data: {len(scenes)} scenes of {len(prompts)} train prompts (stray-object rate {rate}, "
-        f"{run.args.strays} per scene), latents {tuple(latents.shape[1:])}"
+        f"data: {len(scenes)} scenes of {len(prompts)} train prompts ({world.describe_flaw(run.args)}), "
+        f"latents {tuple(latents.shape[1:])}"
     )
     return FlowMatchingTrainer(
         arch.transformer(handle),
@@ -257,7 +279,7 @@ def _train_until_band(
     run: _Run, trainer: FlowMatchingTrainer, arch: Architecture, handle: Any, sampling: SamplingSettings
 ) -> None:
     """Train, evaluating the EMA weights on val every ``--eval-every`` steps, until the stop rule picks one."""
-    args, val_prompts = run.args, read_prompts("val")
+    args, val_prompts = run.args, arch.world.prompts("val")
     losses: list[float] = []
     chosen: int | None = None
     while trainer.steps_done < args.steps:
@@ -304,10 +326,13 @@ def _record(
             "max_steps": args.steps,
             "steps": run.evals[run.chosen]["step"],
             "images_per_prompt": args.images_per_prompt,
-            "train_prompts": len(read_prompts("train")),
+            "train_prompts": len(arch.world.prompts("train")),
         },
+        "world": arch.world.name,
         "stray_rate": args.stray_rate,
         "strays": args.strays,
+        "flaw": args.flaw,
+        "flaw_rate": args.flaw_rate,
         "save_dtype": args.save_dtype,
         "init_from": run.init,
         "target_band": [args.target_low, args.target_high],
@@ -335,7 +360,7 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     arch.transformer(handle).load_state_dict(run.snapshots[run.chosen])
     save_trained(handle.transformer, handle.vae, built, getattr(torch, run.args.save_dtype))
     settings = SamplingSettings(**record["sampling"])
-    record["val"] = arch.val_reward(arch.load(built, settings), read_prompts("val"), settings, None)
+    record["val"] = arch.val_reward(arch.load(built, settings), arch.world.prompts("val"), settings, None)
     run.log(f"kept step {record['transformer']['steps']}; reloaded from disk, val " + json.dumps(record["val"]))
     (built / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     marker_path = built / TINY_MARKER  # every model plugin's tiny builder writes omni-rl-sd3's marker file
@@ -353,7 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    arch, sampling = architecture(args.arch), SamplingSettings()
+    arch = architecture(args.arch)
+    sampling = SamplingSettings(**arch.sampling_overrides())
     flow = flow_settings(args)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -362,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.init_from is None:
             built = arch.build(staging / "pipeline", args.seed)
             handle = arch.load(built, sampling)
-            _prepare_vae(run, arch, handle, VAETraining(steps=args.vae_steps), rng)
+            _prepare_vae(run, arch, handle, VAETraining(steps=args.vae_steps, batch_size=args.vae_batch_size), rng)
         else:  # continue: the same VAE, encoders and transformer, a fresh optimizer
             built = Path(shutil.copytree(args.init_from, staging / "pipeline"))
             (built / RECORD_FILE).unlink(missing_ok=True)

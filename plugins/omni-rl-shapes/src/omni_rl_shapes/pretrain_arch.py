@@ -3,7 +3,8 @@
 :mod:`pretrain` runs one recipe for every architecture: a VAE autoencoder stage, the rectified-flow transformer
 stage on cached latents and prompt embeddings, val evaluations scored by the verifier with the stop rule, and
 continued (clean, annealing, stray-object) stages. What differs between SD3 and Qwen-Image is kept here, so the
-recipe reads the same for both and a third architecture is one more class:
+recipe reads the same for both and a third architecture is one more class (the Wan motion model's, in
+:mod:`pretrain_wan`, which also trains on clips instead of still scenes: its ``world``):
 
 - building the tiny random pipeline (a size whose directory stays <= 20 MB and whose training step costs about
   the same: ~2.4M transformer weights, 32 px images, 64 image tokens);
@@ -36,14 +37,17 @@ import numpy as np
 
 from omni_rl_shapes.evaluate import SamplingSettings, model_val_reward, val_reward
 from omni_rl_shapes.pretrain_vae import calibrate_latents, encode, to_tensor
+from omni_rl_shapes.pretrain_world import ImageWorld, World
 
 #: the values of ``--arch``
-ARCHITECTURES = ("sd3", "qwen_image")
+ARCHITECTURES = ("sd3", "qwen_image", "wan")
 #: the values of ``--save-dtype``
 SAVE_DTYPES = ("float32", "float16", "bfloat16")
 
 #: what to install for ``--arch qwen_image`` (the optional extra of omni-rl-shapes)
 QWEN_IMAGE_INSTALL_HINT = "pip install 'omni-rl-shapes[qwen-image]' (or pip install -e plugins/omni-rl-qwen-image)"
+#: what to install for ``--arch wan`` (the optional extra of omni-rl-shapes)
+WAN_INSTALL_HINT = "pip install 'omni-rl-shapes[wan]' (or pip install -e plugins/omni-rl-wan)"
 
 #: velocity(x_t (B, C, h, w), sigma (B,), prompt rows (B,)) -> prediction shaped like x_t
 Velocity = Callable[[Any, Any, Any], Any]
@@ -55,6 +59,12 @@ class Architecture(Protocol):
     name: str
     #: the diffusers pipeline class of its directories (model_index.json's ``_class_name``)
     pipeline_class: str
+    #: what it is trained on and scored by: still scenes or motion clips (:mod:`pretrain_world`)
+    world: World
+
+    def sampling_overrides(self) -> dict[str, Any]:
+        """How its val samples differ from :class:`SamplingSettings`' defaults (clips: ``num_frames``)."""
+        ...
 
     @property
     def image_size(self) -> int: ...
@@ -96,8 +106,9 @@ def save_trained(transformer: Any, vae: Any, directory: Path, dtype: Any) -> Non
 
 
 def architecture(name: str) -> Architecture:
-    """The adapter for ``--arch name``; ``qwen_image`` raises ImportError with the install command when
-    omni-rl-qwen-image is missing (omni-rl-shapes does not depend on it)."""
+    """The adapter for ``--arch name``; ``qwen_image`` and ``wan`` raise ImportError with the install command
+    when their model plugin is missing (omni-rl-shapes does not depend on them). ``wan`` is the motion model
+    (:mod:`pretrain_wan`)."""
     if name == "sd3":
         return Sd3Architecture()
     if name == "qwen_image":
@@ -109,6 +120,16 @@ def architecture(name: str) -> Architecture:
                 + QWEN_IMAGE_INSTALL_HINT
             ) from error
         return QwenImageArchitecture()
+    if name == "wan":
+        try:
+            importlib.import_module("omni_rl_wan")
+        except ImportError as error:
+            raise ImportError(
+                "--arch wan needs the omni-rl-wan plugin, which is not installed; " + WAN_INSTALL_HINT
+            ) from error
+        from omni_rl_shapes.pretrain_wan import WanArchitecture
+
+        return WanArchitecture()
     raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
 
 
@@ -140,6 +161,10 @@ class Sd3Architecture:
     shape: ModelShape = ModelShape()
     name: str = "sd3"
     pipeline_class: str = "StableDiffusion3Pipeline"
+    world: ImageWorld = attrs.field(factory=ImageWorld)
+
+    def sampling_overrides(self) -> dict[str, Any]:
+        return {}
 
     @property
     def image_size(self) -> int:
@@ -285,6 +310,10 @@ class QwenImageArchitecture:
     latent_size: int = 16
     name: str = "qwen_image"
     pipeline_class: str = "QwenImagePipeline"
+    world: ImageWorld = attrs.field(factory=ImageWorld)
+
+    def sampling_overrides(self) -> dict[str, Any]:
+        return {}
 
     @property
     def image_size(self) -> int:

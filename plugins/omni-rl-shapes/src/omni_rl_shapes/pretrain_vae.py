@@ -28,10 +28,19 @@ class VAETraining:
 
 
 def to_tensor(images: np.ndarray) -> Any:
-    """uint8 (N, H, W, 3) to float (N, 3, H, W) in [-1, 1], the VAE's input range."""
+    """uint8 (N, H, W, 3) to float (N, 3, H, W) in [-1, 1], the VAE's input range; clips (N, F, H, W, 3) to
+    (N, 3, F, H, W), a video VAE's layout."""
     import torch
 
-    return torch.from_numpy(images).permute(0, 3, 1, 2).float() / 127.5 - 1.0
+    x = torch.from_numpy(np.ascontiguousarray(images))
+    channels_first = (0, 3, 1, 2) if x.ndim == 4 else (0, 4, 1, 2, 3)
+    return x.permute(*channels_first).float() / 127.5 - 1.0
+
+
+def from_tensor(x: Any) -> np.ndarray:
+    """The inverse of :func:`to_tensor`: a decoded batch in [-1, 1] back to uint8 images or clips."""
+    channels_last = (0, 2, 3, 1) if x.ndim == 4 else (0, 2, 3, 4, 1)
+    return ((x.clamp(-1, 1) + 1) * 127.5).round().byte().permute(*channels_last).numpy()
 
 
 def train_vae(

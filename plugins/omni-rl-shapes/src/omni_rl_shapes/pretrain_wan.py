@@ -1,0 +1,276 @@
+"""The tiny Wan motion model's architecture for :mod:`pretrain` (``--arch wan``): a WanPipeline of 5-frame clips.
+
+The pipeline is :func:`omni_rl_wan.tiny.build_tiny_wan_pipeline`'s (UMT5 text encoder and T5 tokenizer built
+offline, shift-3 flow-matching scheduler) with its transformer and VAE resized for 32 px clips on one CPU core:
+
+- an ``AutoencoderKLWan`` with 2x spatial and no temporal compression (the image models' VAE ratio), started from
+  the shipped Qwen-Image shapes model's VAE: ``AutoencoderKLQwenImage`` is Wan 2.1's VAE module for module, and
+  that one already reconstructs shapes scenes (val 1.0). Its past-frame taps (the first two of every causal
+  3-frame kernel, never trained on still images) are zeroed, so it codes each frame on its own and reconstructs
+  clips as well as images without a VAE stage. Training a Wan VAE on clips from random weights is what does not fit
+  one core: measured, 400-500 steps (10-14 minutes) of a 4x spatial (4x or no temporal) one reconstruct val clips
+  that the verifier scores 0.17-0.33. The real model's 8x / 4x is what a 14B model on 480p needs; at 32 px it
+  leaves a 4x4 latent per frame;
+- a ``WanTransformer3DModel`` with (1, 4, 4) patches instead of (1, 2, 2), so a 5-frame clip's 5 latent frames of
+  16x16 are 5 x 16 = 80 video tokens: the patch embedding does the compression a stronger VAE would.
+
+The handle is omni-rl's ``wan`` model (full fine-tuning, float32, CPU), so pretraining encodes prompts, predicts
+velocities and samples val clips through the code RL runs.
+
+Latents are standardised per channel (``latents_mean`` / ``latents_std`` in the VAE config, as the real Wan VAE
+ships them); val clips are scored by the ``shapes_motion`` verifier.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from omni_rl_shapes.evaluate import SamplingSettings, sample_model, save_grid
+from omni_rl_shapes.pretrain_vae import to_tensor
+from omni_rl_shapes.pretrain_world import MotionWorld
+
+#: frames per clip: the verifier needs a few (each step moves the object 0.05-0.075 of the side, under its
+#: max_jump); 5 = 1 + 4k also fits the real Wan VAE's temporal compression
+FRAMES = 5
+#: the transformer's (frames, height, width) patch
+PATCH = (1, 4, 4)
+#: the RL example's text length; the pretraining saw this many UMT5 tokens per prompt
+MAX_SEQUENCE_LENGTH = 32
+
+
+@attrs.frozen(kw_only=True)
+class WanVaeShape:
+    """``AutoencoderKLWan`` arguments of the motion model's VAE: one downsampling stage, spatial only; the shipped
+    Qwen-Image VAE's shape, so its weights load (:func:`image_vae_weights`)."""
+
+    base_dim: int = 16
+    dim_mult: tuple[int, ...] = (1, 2)
+    num_res_blocks: int = 1
+    temperal_downsample: tuple[bool, ...] = (False,)
+
+    @property
+    def spatial(self) -> int:
+        return 2 ** len(self.temperal_downsample)
+
+    @property
+    def temporal(self) -> int:
+        return 2 ** sum(self.temperal_downsample)
+
+
+def wan_motion_shape() -> Any:
+    """4 Wan blocks of width 64 (4 heads x 16: RoPE splits each head 8 / 4 / 4 over frame, height, width), FFN
+    256, and a 2-layer UMT5 of width 32: ~0.35M transformer weights. Small on purpose: every RL step samples 32
+    clips of 80 tokens with CFG on one core, and the model ships in ~1 MB (float16)."""
+    from omni_rl_wan.tiny import TinyWanShape
+
+    return TinyWanShape(
+        num_layers=4,
+        num_attention_heads=4,
+        attention_head_dim=16,
+        ffn_dim=256,
+        latent_channels=16,
+        text_hidden_size=32,
+        text_layers=2,
+        text_heads=4,
+    )
+
+
+def _build_transformer(shape: Any, seed: int) -> Any:
+    """The tiny builder's transformer arguments with :data:`PATCH` (same seed rule)."""
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 8 + 0)
+        return WanTransformer3DModel(
+            patch_size=PATCH,
+            num_attention_heads=shape.num_attention_heads,
+            attention_head_dim=shape.attention_head_dim,
+            in_channels=shape.latent_channels,
+            out_channels=shape.latent_channels,
+            text_dim=shape.text_hidden_size,
+            freq_dim=32,
+            ffn_dim=shape.ffn_dim,
+            num_layers=shape.num_layers,
+            cross_attn_norm=True,
+            qk_norm="rms_norm_across_heads",
+            rope_max_seq_len=32,
+        ).eval()
+
+
+def image_vae_weights(directory: Path) -> dict[str, Any]:
+    """The state dict of an image shapes model's ``AutoencoderKLQwenImage`` with every causal convolution's
+    past-frame taps set to 0: loaded into an ``AutoencoderKLWan`` of the same shape, each frame of a clip is then
+    encoded and decoded exactly as that image VAE codes a still image (a one-frame input pads the past with
+    zeros, which is what it was trained on)."""
+    import torch
+    from diffusers import AutoencoderKLQwenImage
+
+    image_vae = AutoencoderKLQwenImage.from_pretrained(directory, torch_dtype=torch.float32)
+    with torch.no_grad():
+        for module in image_vae.modules():
+            weight = getattr(module, "weight", None)
+            if type(module).__name__.endswith("CausalConv3d") and weight is not None and weight.shape[2] > 1:
+                weight[:, :, :-1] = 0.0  # (out, in, t, h, w): the last tap is the current frame
+    return image_vae.state_dict()
+
+
+def _build_vae(shape: WanVaeShape, latent_channels: int, seed: int, init: Path | None = None) -> Any:
+    """A Wan VAE of ``shape``: random (seeded), or with ``init`` the per-frame weights of that image VAE."""
+    import torch
+    from diffusers import AutoencoderKLWan
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 8 + 1)  # the tiny builder's VAE seed
+        vae = AutoencoderKLWan(
+            base_dim=shape.base_dim,
+            z_dim=latent_channels,
+            dim_mult=list(shape.dim_mult),
+            num_res_blocks=shape.num_res_blocks,
+            temperal_downsample=list(shape.temperal_downsample),
+            latents_mean=[0.0] * latent_channels,
+            latents_std=[1.0] * latent_channels,
+            scale_factor_spatial=shape.spatial,
+            scale_factor_temporal=shape.temporal,
+        ).eval()
+    if init is not None:
+        vae.load_state_dict(image_vae_weights(init))
+    return vae
+
+
+@attrs.frozen
+class WanArchitecture:
+    """``WanPipeline`` layout, 32 px 5-frame clips of the motion world; the handle is omni-rl's ``WanModel``."""
+
+    shape: Any = attrs.field(factory=wan_motion_shape)
+    vae_shape: WanVaeShape = WanVaeShape()
+    #: the image VAE the motion VAE starts from (None: random, trained by the VAE stage)
+    vae_init: str | None = "qwen_image"
+    image_size: int = 32
+    world: MotionWorld = attrs.field(factory=lambda: MotionWorld(frames=FRAMES))
+    name: str = "wan"
+    pipeline_class: str = "WanPipeline"
+
+    def sampling_overrides(self) -> dict[str, Any]:
+        """10 Euler steps with true CFG 4.5 against the empty prompt (WanPipeline's default negative), as the
+        defaults; 5-frame clips, 8 per val prompt (12 val prompts: 96 clips)."""
+        return {"images_per_prompt": 8, "num_frames": self.world.frames, "max_sequence_length": MAX_SEQUENCE_LENGTH}
+
+    def shape_record(self) -> dict[str, Any]:
+        return attrs.asdict(self.shape) | {
+            "vae": attrs.asdict(self.vae_shape),
+            "patch_size": list(PATCH),
+            "vae_init": None if self.vae_init is None else f"package:omni_rl_shapes:{self.vae_init} vae, past taps 0",
+            "num_frames": self.world.frames,
+        }
+
+    def build(self, directory: Path, seed: int) -> Path:
+        """The tiny builder's pipeline with its transformer and VAE replaced by (1, 4, 4)-patch and
+        :class:`WanVaeShape` ones."""
+        from omni_rl_wan.tiny import TINY_MARKER, build_tiny_wan_pipeline
+
+        built = build_tiny_wan_pipeline(directory, seed=seed, shape=self.shape)
+        for name, module in (
+            ("transformer", _build_transformer(self.shape, seed)),
+            ("vae", _build_vae(self.vae_shape, self.shape.latent_channels, seed, self._vae_init_dir())),
+        ):
+            shutil.rmtree(built / name)
+            module.save_pretrained(built / name, safe_serialization=True)
+        marker_path = built / TINY_MARKER
+        marker = json.loads(marker_path.read_text(encoding="utf-8"))
+        marker["vae_shape"] = attrs.asdict(self.vae_shape)
+        marker["vae_init"] = self.vae_init
+        marker["patch_size"] = list(PATCH)
+        marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        return built
+
+    def _vae_init_dir(self) -> Path | None:
+        from omni_rl_shapes import pretrained_path
+
+        return None if self.vae_init is None else pretrained_path(self.vae_init) / "vae"
+
+    def load(self, directory: Path, sampling: SamplingSettings) -> Any:
+        """The ``wan`` model built by name from the registry, as a run's config builds it."""
+        import omni_rl
+        from omni_rl.context import BuildContext
+
+        options = {"path": str(directory), "lora_rank": 0, "max_sequence_length": sampling.max_sequence_length}
+        return omni_rl.build("model", "wan", options, BuildContext(device="cpu"))
+
+    def vae(self, handle: Any) -> Any:
+        """The video VAE itself: it takes (B, 3, F, H, W) clips, which :func:`pretrain_vae.to_tensor` makes."""
+        return handle.vae
+
+    def calibrate(self, handle: Any, clips: np.ndarray) -> dict[str, Any]:
+        """Per-channel ``latents_mean`` / ``latents_std`` of the posterior means of ``clips``."""
+        import torch
+
+        with torch.no_grad():
+            z = handle.vae.encode(to_tensor(clips)).latent_dist.mean
+        mean = z.mean(dim=(0, 2, 3, 4)).tolist()
+        std = z.std(dim=(0, 2, 3, 4)).tolist()
+        handle.vae.register_to_config(latents_mean=mean, latents_std=std)
+        return {"latents_mean": mean, "latents_std": std}
+
+    def encode_images(self, handle: Any, clips: np.ndarray, batch_size: int = 32) -> Any:
+        """Model-space latents (N, C, F', h, w): posterior means standardised as :meth:`WanModel.decode` undoes."""
+        import torch
+
+        config = handle.vae.config
+        mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
+        std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
+        parts = []
+        with torch.no_grad():
+            for start in range(0, len(clips), batch_size):
+                z = handle.vae.encode(to_tensor(clips[start : start + batch_size])).latent_dist.mean
+                parts.append((z - mean) / std)
+        return torch.cat(parts)
+
+    def transformer(self, handle: Any) -> Any:
+        return handle.transformer
+
+    def velocity(self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings) -> Any:
+        """Rows: the prompts, then the negative prompt (""), through the model's UMT5 encoder; the prediction is
+        the model's ``predict_velocity`` without CFG, the call RL's loss makes."""
+        from omni_rl_wan.prompts import POSITIVE
+
+        from omni_rl.batch import Conditioning
+
+        embeds = handle.prompts.encode([*prompts, handle.config.negative_prompt])
+
+        def velocity(x_t: Any, sigma: Any, ids: Any) -> Any:
+            return handle.predict_velocity(x_t, sigma, Conditioning({POSITIVE: embeds[ids]}), 1.0)
+
+        return velocity
+
+    def shift(self, handle: Any) -> float:
+        """Wan's constant flow shift (3), the scheduler's."""
+        return float(handle.pipeline.scheduler.config.shift)
+
+    def val_reward(
+        self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
+    ) -> dict[str, float]:
+        return clip_val_reward(handle, prompts, sampling, grid_path=grid_path)
+
+
+def clip_val_reward(
+    model: Any, prompts: Sequence[str], settings: SamplingSettings, grid_path: str | Path | None = None
+) -> dict[str, float]:
+    """Mean ``shapes_motion`` reward and sub-scores of clips sampled from an omni-rl video model; with
+    ``grid_path`` also a PNG, one clip per cell with its frames side by side."""
+    from omni_rl_shapes.motion_reward import ShapesMotionReward
+
+    clip_prompts, clips = sample_model(model, prompts, settings)
+    result = ShapesMotionReward()(clips, clip_prompts)
+    if grid_path is not None:
+        n, frames, height, width, _ = clips.shape
+        strips = clips.transpose(0, 2, 1, 3, 4).reshape(n, height, frames * width, 3)
+        save_grid(strips, columns=4, path=grid_path)
+    return {"score": float(result.scores.mean())} | {k: float(v.mean()) for k, v in result.details.items()}

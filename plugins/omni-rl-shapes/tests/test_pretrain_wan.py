@@ -1,0 +1,104 @@
+"""`pretrain --arch wan`: the motion world's data and options, and the recipe end to end on a very small Wan."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from omni_rl_shapes import motion_prompts, pretrain
+from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
+from omni_rl_shapes.motion_render import render_clip
+from omni_rl_shapes.motion_verify import verify_clip
+from omni_rl_shapes.pretrain_world import MotionWorld
+
+
+def test_the_shipped_motion_prompts_are_the_split() -> None:
+    assert motion_prompts.main(["--check"]) == 0
+    train, val = motion_prompts.split()
+    assert len(train) == 36 and len(val) == 12 and not set(train) & set(val)
+    # every object appears in both: val holds out object-direction pairs, not objects
+    objects = {p.split(" moving ")[0] for p in val}
+    assert objects == {p.split(" moving ")[0] for p in train}
+
+
+def test_the_flaw_rate_flaws_that_share_of_clips_and_keeps_their_layout() -> None:
+    world = MotionWorld(frames=5)
+    prompt = "a red circle moving to the right"
+    clean = SimpleNamespace(flaw=None, flaw_rate=0.0)
+    always = SimpleNamespace(flaw="reverse", flaw_rate=1.0)
+    assert np.array_equal(world.render_train(prompt, 32, 3, clean), render_clip(prompt, 32, 5, 3))
+    assert np.array_equal(world.render_train(prompt, 32, 3, always), render_clip(prompt, 32, 5, 3, flaw="reverse"))
+    half = SimpleNamespace(flaw="reverse", flaw_rate=0.5)
+    motions = [verify_clip(world.render_train(prompt, 32, s, half), prompt).motion for s in range(200)]
+    assert 0.4 < np.mean(motions) < 0.6
+
+
+def test_the_image_vae_codes_every_frame_of_a_clip_as_a_still_image() -> None:
+    """The motion VAE starts from the shipped Qwen-Image VAE with its past-frame taps zeroed: a frame's latent is
+    the one the image VAE gives that frame alone, and the verifier scores the round trips of val clips 1."""
+    pytest.importorskip("omni_rl_wan")
+    import torch
+    from omni_rl_shapes import pretrained_path
+    from omni_rl_shapes.pretrain_vae import from_tensor, to_tensor
+    from omni_rl_shapes.pretrain_wan import WanVaeShape, _build_vae
+
+    vae = _build_vae(WanVaeShape(), 16, 0, pretrained_path("qwen_image") / "vae")
+    world = MotionWorld(frames=5)
+    prompts = world.prompts("val")[:6]
+    clips = np.stack([world.render(p, 32, 7_000 + i) for i, p in enumerate(prompts)])
+    with torch.no_grad():
+        latents = vae.encode(to_tensor(clips)).latent_dist.mean
+        alone = vae.encode(to_tensor(clips[:, 3:4])).latent_dist.mean
+        decoded = from_tensor(vae.decode(latents).sample)
+    assert latents.shape == (6, 16, 5, 16, 16)
+    assert torch.allclose(latents[:, :, 3:4], alone, atol=1e-5)
+    assert [verify_clip(c, p).score for c, p in zip(decoded, prompts, strict=True)] == [1.0] * 6
+
+
+def test_motion_and_image_flaw_options_do_not_mix(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--flaw", "reverse", "--flaw-rate", "0.5"])
+    assert "--arch wan" in capsys.readouterr().err
+    pytest.importorskip("omni_rl_wan")
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--arch", "wan", "--stray-rate", "0.5"])
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--arch", "wan", "--flaw", "reverse", "--flaw-rate", "2"])
+
+
+@pytest.mark.slow
+def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> None:
+    """Two VAE steps and two transformer steps of a 1-layer Wan: the directory, its record and its calibrated VAE."""
+    pytest.importorskip("omni_rl_wan")
+    import torch
+    from omni_rl_shapes.pretrain_wan import WanArchitecture, WanVaeShape
+    from omni_rl_wan.tiny import TinyWanShape
+
+    small = TinyWanShape(num_layers=1, num_attention_heads=2, attention_head_dim=12, ffn_dim=32)
+    arch = WanArchitecture(shape=small, vae_shape=WanVaeShape(base_dim=4), vae_init=None)  # a random VAE, trained
+    out = tmp_path / "stage"
+    argv = ["--arch", "wan", "--out", str(out), "--steps", "2", "--vae-steps", "2", "--vae-batch-size", "2"]
+    argv += ["--images-per-prompt", "1", "--eval-from", "2", "--eval-every", "2", "--target-low", "0"]
+    argv += ["--target-high", "1", "--flaw", "reverse", "--flaw-rate", "0.5"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setattr(pretrain, "architecture", lambda name: arch)
+        patch.setattr(pretrain, "SamplingSettings", functools.partial(SamplingSettings, num_inference_steps=2))
+        threads = torch.get_num_threads()
+        try:
+            assert pretrain.main(argv) == 0
+        finally:
+            torch.set_num_threads(threads)
+    record = json.loads((out / RECORD_FILE).read_text())
+    assert record["arch"] == "wan" and record["world"] == "motion" and record["flaw_rate"] == 0.5
+    assert record["sampling"]["num_frames"] == 5 and 0.0 <= record["val"]["score"] <= 1.0
+    vae = json.loads((out / "vae" / "config.json").read_text())
+    assert vae["scale_factor_spatial"] == 2 and vae["scale_factor_temporal"] == 1
+    assert vae["latents_std"] == pytest.approx(record["vae"]["latents_std"])
+    model = arch.load(out, SamplingSettings(**record["sampling"]))
+    assert model.latent_shape(32, 32, 5) == (16, 5, 16, 16)
+    assert tuple(model.transformer.config.patch_size) == (1, 4, 4)  # 80 video tokens per clip
