@@ -48,15 +48,15 @@ def test_the_image_vae_codes_every_frame_of_a_clip_as_a_still_image() -> None:
 
     vae = _build_vae(WanVaeShape(), 16, 0, pretrained_path("qwen_image") / "vae")
     world = MotionWorld(frames=5)
-    prompts = world.prompts("val")[:6]
+    prompts = world.prompts("val")[:3]
     clips = np.stack([world.render(p, 32, 7_000 + i) for i, p in enumerate(prompts)])
     with torch.no_grad():
         latents = vae.encode(to_tensor(clips)).latent_dist.mean
         alone = vae.encode(to_tensor(clips[:, 3:4])).latent_dist.mean
         decoded = from_tensor(vae.decode(latents).sample)
-    assert latents.shape == (6, 16, 5, 16, 16)
+    assert latents.shape == (3, 16, 5, 16, 16)
     assert torch.allclose(latents[:, :, 3:4], alone, atol=1e-5)
-    assert [verify_clip(c, p).score for c, p in zip(decoded, prompts, strict=True)] == [1.0] * 6
+    assert [verify_clip(c, p).score for c, p in zip(decoded, prompts, strict=True)] == [1.0] * 3
 
 
 def test_motion_and_image_flaw_options_do_not_mix(capsys: pytest.CaptureFixture[str]) -> None:

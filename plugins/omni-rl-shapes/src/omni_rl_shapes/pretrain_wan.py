@@ -65,16 +65,17 @@ class WanVaeShape:
 
 
 def wan_motion_shape() -> Any:
-    """4 Wan blocks of width 64 (4 heads x 16: RoPE splits each head 8 / 4 / 4 over frame, height, width), FFN
-    256, and a 2-layer UMT5 of width 32: ~0.35M transformer weights. Small on purpose: every RL step samples 32
-    clips of 80 tokens with CFG on one core, and the model ships in ~1 MB (float16)."""
+    """4 Wan blocks of width 128 (4 heads x 32: RoPE splits each head 12 / 10 / 10 over frame, height, width),
+    FFN 512, and a 2-layer UMT5 of width 32: ~1.27M transformer weights, 2.5 MB in float16. Width 128 because a
+    (1, 4, 4) patch of 16 latent channels is 256 numbers: measured, width 64 (0.35M weights, a 4x narrower
+    bottleneck) plateaus near val 0.02 after 1200 steps, with blob-shaped objects."""
     from omni_rl_wan.tiny import TinyWanShape
 
     return TinyWanShape(
         num_layers=4,
         num_attention_heads=4,
-        attention_head_dim=16,
-        ffn_dim=256,
+        attention_head_dim=32,
+        ffn_dim=512,
         latent_channels=16,
         text_hidden_size=32,
         text_layers=2,

@@ -125,7 +125,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _read_stages(args: argparse.Namespace) -> tuple[dict[str, Any], list[Stage]]:
     """The record to replay and its stages; a missing, unreadable or malformed record exits with what is wrong."""
-    source = args.record if args.record is not None else pretrained_path(args.arch)
+    try:
+        source = args.record if args.record is not None else pretrained_path(args.arch)
+    except FileNotFoundError as error:  # a package built without that model (the motion model, for now)
+        raise SystemExit(f"reproduce: {error}") from error
     path = source / RECORD_FILE if source.is_dir() else source
     if not path.is_file():
         raise SystemExit(f"reproduce: no pretraining record at {path}")
