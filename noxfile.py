@@ -76,7 +76,10 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     install_all(session)
     paths = ["tests", *[str((p / "tests").relative_to(ROOT)) for p in PLUGINS if (p / "tests").exists()]]
-    session.run("pytest", "-q", "-m", "not slow and not gpu", *paths, *session.posargs, env=TEST_ENV)
+    # two test processes (the CI machine has 2 cores; most of the time goes to Ray runs that wait on one another),
+    # each test file in one process so a module's expensive fixture (a whole run) is built once
+    xdist = ["-n", "2", "--dist", "loadfile"]
+    session.run("pytest", "-q", *xdist, "-m", "not slow and not gpu", *paths, *session.posargs, env=TEST_ENV)
 
 
 @nox.session

@@ -167,6 +167,7 @@ def test_verify_lists_every_checkpoint_and_fails_on_a_damaged_one(
     assert "step 1, 2" in captured.err
 
 
+@pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it
 def test_a_checkpoint_without_manifest_resumes_with_a_warning(
     killed_after_step_3: Callable[[], Path],
     reference: Path,

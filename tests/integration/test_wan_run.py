@@ -103,6 +103,7 @@ def tiny_wan22(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(build_tiny_wan_pipeline(tmp_path_factory.mktemp("wan22") / "tiny", seed=0, two_experts=True))
 
 
+@pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it
 def test_two_workers_train_the_two_experts_as_one_does(tmp_path: Path, tiny_wan22: Path, ray_cluster: None) -> None:
     """The example on the Wan2.2 two-expert layout, 2 steps with 1 and 2 policy workers: the same videos (grids),
     rewards and LoRA weights of both experts after each update (gradients summed across workers)."""

@@ -15,6 +15,7 @@ from omni_rl_shapes.evaluate import RECORD_FILE
 from omni_rl_shapes.pretrain import main
 
 
+@pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it
 def test_a_continued_stage_chains_its_record_and_leaves_the_source_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,7 @@ def test_the_example_passes_check() -> None:
     assert main(["check", str(EXAMPLE)]) == 0
 
 
+@pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it
 def test_two_steps_of_the_example(tmp_path: Path) -> None:
     pytest.importorskip("omni_rl_qwen_image")
     with local_ray():

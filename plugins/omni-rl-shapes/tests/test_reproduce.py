@@ -80,6 +80,7 @@ def test_dry_run_prints_every_stage_and_writes_nothing(tmp_path: Path, capsys: p
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it
 def test_replaying_a_two_stage_record_twice_gives_the_same_weights(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
