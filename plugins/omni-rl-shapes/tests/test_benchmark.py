@@ -5,7 +5,6 @@ shipped pipelines' pretraining records), its table, and the issue's check: ``omn
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,17 +26,6 @@ class TestShapesBenchmark(BenchmarkConformance):
     def spec(self) -> BenchmarkSpec:
         (spec,) = omni_rl_benchmarks()
         return spec
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """One torch thread: the recorded val was measured with one, and two threads stall each other on 2 cores."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_seeds_are_the_pretraining_vals() -> None:

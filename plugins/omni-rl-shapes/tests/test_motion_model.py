@@ -7,7 +7,6 @@ omni-rl-shapes does not depend on omni-rl-wan, so everything that loads the mode
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -47,16 +46,6 @@ SHRINK = (
     "optim.micro_batch=8",
     "optim.mini_batch=8",
 )
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _model() -> object:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import omni_rl_shapes
@@ -53,17 +52,6 @@ def test_sd3_plugin_accepts_the_directory() -> None:
 def test_an_unknown_architecture_is_named() -> None:
     with pytest.raises(ValueError, match="arch must be one of"):
         omni_rl_shapes.pretrained_path("flux")
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """One torch thread: on a shared machine two threads stall each other at every barrier (4x slower here)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.usefixtures("one_thread")

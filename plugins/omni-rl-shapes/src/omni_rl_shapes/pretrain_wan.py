@@ -84,26 +84,13 @@ def wan_motion_shape() -> Any:
 
 
 def _build_transformer(shape: Any, seed: int) -> Any:
-    """The tiny builder's transformer arguments with :data:`PATCH` (same seed rule)."""
+    """The tiny builder's transformer with :data:`PATCH` (same seed rule)."""
     import torch
-    from diffusers import WanTransformer3DModel
+    from omni_rl_wan.tiny import tiny_transformer
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed * 8 + 0)
-        return WanTransformer3DModel(
-            patch_size=PATCH,
-            num_attention_heads=shape.num_attention_heads,
-            attention_head_dim=shape.attention_head_dim,
-            in_channels=shape.latent_channels,
-            out_channels=shape.latent_channels,
-            text_dim=shape.text_hidden_size,
-            freq_dim=32,
-            ffn_dim=shape.ffn_dim,
-            num_layers=shape.num_layers,
-            cross_attn_norm=True,
-            qk_norm="rms_norm_across_heads",
-            rope_max_seq_len=32,
-        ).eval()
+        return tiny_transformer(shape, patch_size=PATCH)
 
 
 def image_vae_weights(directory: Path) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def random_pipeline(
     with torch.random.fork_rng(devices=[]):
         # one seed per component, so changing one component's shape leaves the others' weights unchanged
         torch.manual_seed(seed * 8 + 0)
-        transformer = _transformer(shape)
+        transformer = tiny_transformer(shape)
         torch.manual_seed(seed * 8 + 1)
         vae = _vae(shape)
         torch.manual_seed(seed * 8 + 2)
@@ -126,7 +126,7 @@ def random_pipeline(
         transformer_2 = None
         if two_experts:
             torch.manual_seed(seed * 8 + 3)
-            transformer_2 = _transformer(shape)
+            transformer_2 = tiny_transformer(shape)
     return WanPipeline(
         tokenizer=tokenizer,
         text_encoder=text_encoder,
@@ -147,11 +147,13 @@ def _portable_tokenizer(directory: Path) -> None:
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _transformer(shape: TinyWanShape) -> Any:
+def tiny_transformer(shape: TinyWanShape, patch_size: tuple[int, int, int] = (1, 2, 2)) -> Any:
+    """A random ``WanTransformer3DModel`` of ``shape`` (the caller seeds torch); ``patch_size`` (frames, height,
+    width) is Wan's (1, 2, 2) unless a caller needs fewer tokens (the shapes motion model's (1, 4, 4))."""
     from diffusers import WanTransformer3DModel
 
     return WanTransformer3DModel(
-        patch_size=(1, 2, 2),
+        patch_size=patch_size,
         num_attention_heads=shape.num_attention_heads,
         attention_head_dim=shape.attention_head_dim,
         in_channels=shape.latent_channels,
