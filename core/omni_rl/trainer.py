@@ -180,9 +180,7 @@ class Trainer:
             run_dir / f"val_step_{step}.png", out["images"][::repeats], captions, title=title, fps=self.video_fps
         )
         if logger is not None:
-            logger.log_images(step, "images/val", grid)
-            if np.ndim(out["images"]) == 5:  # a video model's: the animated grid too
-                logger.log_video(step, "videos/val", grid.with_suffix(video_suffix()))
+            _log_grid(logger, step, "val", grid, out["images"])
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
@@ -273,9 +271,7 @@ class Trainer:
             path = run_dir / f"samples_step_{step}.png"
             grid = save_samples(path, out["images"], captions, columns=g, title=title, fps=self.video_fps)
             if logger is not None:
-                logger.log_images(step, "images/train", grid)
-                if np.ndim(out["images"]) == 5:
-                    logger.log_video(step, "videos/train", grid.with_suffix(video_suffix()))
+                _log_grid(logger, step, "train", grid, out["images"])
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------
@@ -501,3 +497,11 @@ class Trainer:
 def train(config: ResolvedConfig, console: Console | None = None) -> Path:
     """Run training as configured; returns the run directory."""
     return Trainer(config, console).run()
+
+
+def _log_grid(logger: MetricsLogger, step: int, kind: str, grid: Path, images: Any) -> None:
+    """The saved grid to the image backends (``images/<kind>``) and, for a video model's (N, F, H, W, 3) batch, the
+    animated grid :func:`save_samples` wrote beside it to the video ones (``videos/<kind>``)."""
+    logger.log_images(step, f"images/{kind}", grid)
+    if np.ndim(images) == 5:
+        logger.log_video(step, f"videos/{kind}", grid.with_suffix(video_suffix()))

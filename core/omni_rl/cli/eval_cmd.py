@@ -83,14 +83,16 @@ def run_eval_command(args: argparse.Namespace, output: Output, registry: Registr
         benchmark = spec.factory(options, BuildContext(device=device, registry=registry, section="$.benchmark"))
         if args.compare is None:
             out, summary = _evaluate(
-                args, output, registry, benchmark, spec.name, target, args.step, generator_overrides
+                args, output, registry, benchmark, spec.name, target, args.step, generator_overrides, device
             )
             output.print(Text(summary.text))
             output.success(f"wrote {out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images")
             return 0
         summaries = []
         for step in args.compare:
-            out, summary = _evaluate(args, output, registry, benchmark, spec.name, target, step, generator_overrides)
+            out, summary = _evaluate(
+                args, output, registry, benchmark, spec.name, target, step, generator_overrides, device
+            )
             output.print(Text(f"step {step} ({out}):\n{summary.text}\n"))
             summaries.append(summary)
     return _write_comparison(args, output, spec.name, target, summaries)
@@ -105,6 +107,7 @@ def _evaluate(
     target: Path,
     step: int | None,
     overrides: list[str],
+    device: str,
 ) -> tuple[Path, Any]:
     """Sample and score one model (a run's checkpoint ``step``, or the pipeline): its output folder and summary."""
     import gc
@@ -119,7 +122,7 @@ def _evaluate(
         step=step,
         overrides=overrides,
         registry=registry,
-        device=_device(args.device),
+        device=device,
         pipeline_defaults=defaults(target) if defaults is not None and pipeline else (),
     )
     if not args.out:

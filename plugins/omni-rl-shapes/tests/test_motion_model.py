@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import omni_rl_shapes
 import pytest
+import shapes_runs
 from omni_rl_shapes.evaluate import SamplingSettings, read_record, settings_from_record
 from omni_rl_shapes.motion_prompts import read_motion_prompts
 from omni_rl_shapes.pretrain import REQUIRED_BAND
@@ -33,19 +34,7 @@ def _shipped() -> bool:
 #: the tests of the shipped model wait for it (plugin README, "Shapes in motion": the recipe is in, the model is not)
 needs_model = pytest.mark.skipif(not _shipped(), reason="the shapes-in-motion model is not shipped yet")
 
-SHRINK = (
-    "run.steps=2",
-    "run.eval_every=2",
-    "run.save_every=0",
-    "log.image_every=0",
-    'log.backends=["jsonl"]',
-    "data.prompts_per_step=2",
-    "data.val_images_per_prompt=1",
-    "rollout.options.group_size=4",
-    "rollout.options.batch_size=8",
-    "optim.micro_batch=8",
-    "optim.mini_batch=8",
-)
+SHRINK = shapes_runs.SHRINK
 
 
 def _model() -> object:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import shapes_runs
 
 from omni_rl.cli import main
 from omni_rl.testing.ray import local_ray
@@ -18,20 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "quickstart.toml"
 
-SHRINK = (
-    "run.steps=2",
-    "run.eval_every=2",
-    "run.save_every=0",
-    "log.image_every=0",
-    'log.backends=["jsonl"]',
-    "data.prompts_per_step=2",
-    "data.val_images_per_prompt=1",
-    "rollout.options.group_size=4",
-    "rollout.options.batch_size=8",
-    "optim.micro_batch=8",
-    "optim.mini_batch=8",
-    "cluster.cpus_per_worker=1",
-)
+SHRINK = (*shapes_runs.SHRINK, "cluster.cpus_per_worker=1")
 
 
 def test_the_example_passes_check() -> None:
