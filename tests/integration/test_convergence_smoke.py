@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from omni_rl.cli import main
-from omni_rl.testing.runs import run_config
+from omni_rl.metrics_file import read_metrics
+from omni_rl.testing.runs import set_args
 
 ROOT = Path(__file__).parents[2]
 QUICKSTART = ROOT / "docs" / "examples" / "quickstart.toml"
@@ -96,14 +101,47 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
     assert "\n\n## Later\n\nafter\n" in text
 
 
+#: The Quickstart's median seconds per training step on the slowest 2-core machine measured, where its whole command
+#: ends inside TEN_MINUTES_S with margin (docs/benchmarks.md, issue 34). A machine whose step is slower than this
+#: scales the time bound by its own probe instead of failing it; a faster one keeps the ten minutes.
+REFERENCE_STEP_S = 5.0
+TEN_MINUTES_S = 600.0
+#: the probe: the Quickstart's own training step, four of them, nothing else (no evaluation, images or checkpoints)
+PROBE_SETS = (
+    "run.steps=4",
+    "run.eval_every=0",
+    "run.eval_before_training=false",
+    "run.save_every=0",
+    "log.image_every=0",
+)
+
+
+def _quickstart_command(out: Path, *sets: str) -> float:
+    """``omni-rl run docs/examples/quickstart.toml`` as README command 1 runs it (its own Ray, in a fresh process);
+    its wall-clock seconds."""
+    argv = [sys.executable, "-m", "omni_rl.cli", "run", str(QUICKSTART), *set_args([f"run.output_dir={out}", *sets])]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return seconds
+
+
 @pytest.mark.slow
-def test_quickstart_gains_two_tenths(tmp_path: Path, ray_cluster: None) -> None:
-    """The Quickstart as is (about ten minutes of training on 2 threads), for the shipped seed: the val reward at
-    least +0.2 over the base at its best evaluation and at least +0.15 at its last (issue 21's bars;
-    docs/benchmarks.md has the five seeds: seed 0 measured +0.454 at its best and at the end, 0.345 -> 0.800, on
-    one thread and on two; 746 s on 2 idle threads). Deselected by default (`-m "not slow"`); run with
+def test_quickstart_gains_two_tenths_in_ten_minutes(tmp_path: Path) -> None:
+    """README command 1 without its install, for the shipped seed: the val reward at least +0.2 over the base at its
+    best evaluation and at least +0.15 at its last (issue 21's bars), and the whole command (Ray's start-up,
+    training, evaluations, plots) inside ten minutes, scaled by this machine's own step time measured first (issue
+    34; docs/benchmarks.md has the five seeds and the wall-clock). Deselected by default (`-m "not slow"`); run with
     `pytest -m slow`."""
-    rows = run_config(QUICKSTART, tmp_path / "run")
-    val = [row["val/reward/mean"] for row in sorted(rows, key=lambda r: r["step"]) if "val/reward/mean" in row]
+    _quickstart_command(tmp_path / "probe", *PROBE_SETS)
+    steps = read_metrics(tmp_path / "probe" / "metrics.jsonl")
+    step_s = statistics.median(row["perf/step_s"] for row in steps[1:])  # the first step warms up
+    bound = TEN_MINUTES_S * max(1.0, step_s / REFERENCE_STEP_S)
+
+    wall = _quickstart_command(tmp_path / "run")
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    val = [row["val/reward/mean"] for row in rows if "val/reward/mean" in row]
     assert max(val[1:]) - val[0] >= 0.2, val
     assert val[-1] - val[0] >= 0.15, val
+    assert wall <= bound, f"the Quickstart took {wall:.0f} s; {bound:.0f} s allowed at {step_s:.2f} s a step"
