@@ -136,3 +136,19 @@ def test_a_component_is_built_knowing_its_section(
         rewards(np.zeros((1, 2, 2, 3), dtype=np.uint8), ["a"], [{}])
     assert 'on_error = "zero" in $.eval_reward[0]' in caught.value.hint
     assert "val/toy_brightness/failures" in caught.value.hint
+
+
+def test_validation_runs_every_n_steps_and_at_the_last_one(
+    write_config: WriteConfig, toy_registry: Registry, tmp_path: Path
+) -> None:
+    """A run whose length eval_every does not divide still reports its final val reward (an 87-step run with
+    val every 20 validates at 20, 40, 60, 80 and 87); eval_every 0 never validates during training."""
+    text = (
+        _config_text(tmp_path, "").replace("steps = 3\n", "steps = 87\n").replace("eval_every = 1", "eval_every = 20")
+    )
+    trainer = Trainer(load_config(write_config(text), registry=toy_registry))
+    assert [step for step in range(1, 88) if trainer._validates_at(step)] == [20, 40, 60, 80, 87]
+    off = Trainer(
+        load_config(write_config(text.replace("eval_every = 20", "eval_every = 0"), "off.toml"), registry=toy_registry)
+    )
+    assert not any(off._validates_at(step) for step in range(1, 88))

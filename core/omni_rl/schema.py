@@ -68,7 +68,7 @@ class RunConfig:
     save_every: int = attrs.field(default=0, validator=_every)
     #: keep only the newest N checkpoints (0 = keep all)
     keep_last: int = attrs.field(default=0, validator=_every)
-    #: validate (ODE sampling on the val prompts) every N steps (0 = never)
+    #: validate (ODE sampling on the val prompts) every N steps and at the last step (0 = never)
     eval_every: int = attrs.field(default=0, validator=_every)
     #: validate once before the first step (needs val prompts)
     eval_before_training: bool = False

@@ -404,7 +404,7 @@ class Trainer:
                 logger.log(0, self.validate(group, 0, run_dir, logger), advance=False)
             for step in range(first_step, config.run.steps + 1):
                 metrics = self.train_step(group, step, run_dir, logger)
-                if config.run.eval_every and step % config.run.eval_every == 0:
+                if self._validates_at(step):
                     metrics.update(self.validate(group, step, run_dir, logger))
                 logger.log(step, metrics)
                 healthy = self._track_skips(metrics, step, run_dir)
@@ -415,6 +415,12 @@ class Trainer:
                 if interrupt.requested:
                     break
         return last_saved
+
+    def _validates_at(self, step: int) -> bool:
+        """Every ``eval_every`` steps and at the last step: a run whose length ``eval_every`` does not divide
+        still reports where it ended (its final val reward), not only where it last happened to validate."""
+        every, steps = self.config.run.eval_every, self.config.run.steps
+        return bool(every) and (step % every == 0 or step == steps)
 
     def _reset_driver_rng(self, saved: tuple[dict[str, Any], dict[str, Any]] | None) -> None:
         """Right before the first step (after Ray's start-up, which may draw from them), the driver's global RNGs
