@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from report import cpu_name, replace_section, section_of
@@ -54,12 +55,25 @@ def summarize(metrics_path: Path) -> dict[str, object]:
         "steps": rows[-1]["step"],
         "train_s": clock[rows[-1]["step"]],
         "wall_s": None,
+        "images_per_s": _training_images_per_s(rows, clock[rows[-1]["step"]]),
     }
     for gain in (0.1, 0.2):
         hit = next((step for step, value in val if value >= total.base + gain), None)
         out[f"step_{gain}"] = hit
         out[f"s_{gain}"] = clock.get(hit) if hit is not None else None
     return out
+
+
+def _training_images_per_s(rows: list[dict[str, object]], train_s: float) -> float | None:
+    """Images sampled per second of training (rollout, reward and update together, validation excluded): what an
+    algorithm's whole step costs per image, where ``perf/images_per_s`` is the rollout's speed alone. A step's
+    image count is that rate times its rollout seconds (the trainer divides the one by the other)."""
+    images = sum(
+        float(row["perf/images_per_s"]) * float(row["perf/rollout_s"])  # type: ignore[arg-type]
+        for row in rows
+        if row.get("perf/images_per_s") is not None and row.get("perf/rollout_s") is not None
+    )
+    return images / train_s if images and train_s > 0 else None
 
 
 def run(name: str, config: str, workdir: Path, extra: list[str], threads: int) -> dict[str, object]:
@@ -83,7 +97,7 @@ Key = tuple[str, int]
 
 COLUMNS = (
     "| algorithm | config | seed | base val | best val (step) | final val | steps | step to +0.1 | s to +0.1 "
-    "| step to +0.2 | s to +0.2 | train s | wall s |"
+    "| step to +0.2 | s to +0.2 | train s | wall s | images/s |"
 )
 
 
@@ -91,7 +105,8 @@ def _row(name: str, seed: int, r: dict[str, object]) -> str:
     return (
         f"| {name} | `{CONFIGS[name]}` | {seed} | {fmt(r['base'])} | {fmt(r['best'])} ({r['best_step']}) "
         f"| {fmt(r['final'])} | {r['steps']} | {fmt(r['step_0.1'])} | {fmt(r['s_0.1'], '.0f')} "
-        f"| {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} | {fmt(r['train_s'], '.0f')} | {fmt(r['wall_s'], '.0f')} |"
+        f"| {fmt(r['step_0.2'])} | {fmt(r['s_0.2'], '.0f')} | {fmt(r['train_s'], '.0f')} | {fmt(r['wall_s'], '.0f')} "
+        f"| {fmt(r.get('images_per_s'), '.2f')} |"
     )
 
 
@@ -104,50 +119,87 @@ def write_report(path: Path, rows: dict[Key, dict[str, object]], threads: int | 
         f"Measured {time.strftime('%Y-%m-%d')} on {machine}; each example config as is, `run.seed` as listed (it",
         "also draws the val seeds). Val reward: ODE sampling with fixed seeds on the held-out val prompts; best val is",
         "the highest evaluation after step 0. `s to` and `train s` are training wall-clock (summed step times,",
-        "validation excluded); `wall s` is the whole command (start-up, validations, plots).",
+        "validation excluded); `wall s` is the whole command (start-up, validations, plots); `images/s` is images",
+        "sampled per second of training. The comparison averages each algorithm's rows (mean ± sd over its seeds;",
+        "`s to` over the seeds that got there, with how many did).",
         "",
-        COLUMNS,
-        "|" + "---|" * COLUMNS.count(" | ") + "---|",
     ]
     old = section_of(path.read_text() if path.exists() else "", HEADING)
     kept = _kept_rows(old, rows)
+    # the comparison covers every row of the table, kept ones too: a run with --only keeps the others' numbers
+    lines += _comparison({**{k: v for k, line in kept.items() if (v := _cells_of(line))}, **rows})
+    lines += ["", COLUMNS, "|" + "---|" * COLUMNS.count(" | ") + "---|"]
     for key in sorted({*rows, *kept}, key=lambda k: (list(CONFIGS).index(k[0]), k[1])):
         lines.append(_row(*key, rows[key]) if key in rows else kept[key])
-    # the means cover every row of the table, kept ones too: a run with --only leaves the other algorithms' lines
-    lines += _seed_means({**{k: v for k, line in kept.items() if (v := _gains_of(line))}, **rows})
     notes = _notes_of(old)
     replace_section(path, HEADING, "\n".join([*lines, *(["", notes] if notes else [])]))
 
 
-def _seed_means(rows: dict[Key, dict[str, object]]) -> list[str]:
-    """Per algorithm run on several seeds: the mean gain at the best and at the final evaluation."""
-    out = []
+COMPARISON = "| algorithm | seeds | steps | base val | best − base | final − base | s to +0.1 | s to +0.2 | images/s |"
+
+
+def _mean_sd(values: list[float], spec: str) -> str:
+    """``mean ± sd`` (the sample sd, n − 1), or the value alone for one seed, or — for none."""
+    if not values:
+        return "—"
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return format(mean, spec)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{format(mean, spec)} ± {format(sd, spec.lstrip('+'))}"
+
+
+def _comparison(rows: dict[Key, dict[str, object]]) -> list[str]:
+    """One row per algorithm: what a user picks an algorithm from (issue 32), averaged over its seeds."""
+    out = [COMPARISON, "|" + "---|" * COMPARISON.count(" | ") + "---|"]
     for name in CONFIGS:
         runs = [r for (n, _), r in sorted(rows.items()) if n == name]
-        if len(runs) > 1:
-            best = sum(float(r["best"]) - float(r["base"]) for r in runs) / len(runs)
-            final = sum(float(r["final"]) - float(r["base"]) for r in runs) / len(runs)
-            out.append(f"- {name}, mean over {len(runs)} seeds: best − base {best:+.3f}, final − base {final:+.3f}")
-    return ["", *out] if out else []
+        if not runs:
+            continue
+        seeds = [seed for (n, seed) in sorted(rows) if n == name]
+        steps = sorted({int(r["steps"]) for r in runs})  # type: ignore[call-overload]
+        cells = [
+            name,
+            ", ".join(map(str, seeds)),
+            "/".join(map(str, steps)),  # more than one: rows of different budgets (said in the notes)
+            _mean_sd([float(r["base"]) for r in runs], ".3f"),  # type: ignore[arg-type]
+            _mean_sd([float(r["best"]) - float(r["base"]) for r in runs], "+.3f"),  # type: ignore[arg-type]
+            _mean_sd([float(r["final"]) - float(r["base"]) for r in runs], "+.3f"),  # type: ignore[arg-type]
+        ]
+        for gain in ("0.1", "0.2"):
+            hits = [float(r[f"s_{gain}"]) for r in runs if r.get(f"s_{gain}") is not None]  # type: ignore[arg-type]
+            cells.append(f"{_mean_sd(hits, '.0f')} ({len(hits)}/{len(runs)})")
+        rates = [float(r["images_per_s"]) for r in runs if r.get("images_per_s") is not None]  # type: ignore[arg-type]
+        cells.append(_mean_sd(rates, ".2f"))
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
-def _gains_of(line: str) -> dict[str, object] | None:
-    """``base``, ``best`` and ``final`` of a kept table row (what :func:`_seed_means` reads); None if a cell is not
-    a number (an evaluation that did not happen)."""
+def _cells_of(line: str) -> dict[str, object] | None:
+    """What :func:`_comparison` reads of a kept table row; None if base, best or final is not a number (an
+    evaluation that did not happen). A row written before the images/s column has none."""
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
+
+    def number(index: int) -> float | None:
+        try:
+            return float(cells[index])
+        except (IndexError, ValueError):
+            return None
+
     try:
-        return {"base": float(cells[3]), "best": float(cells[4].split()[0]), "final": float(cells[5])}
+        gains = {"base": float(cells[3]), "best": float(cells[4].split()[0]), "final": float(cells[5])}
     except (IndexError, ValueError):
         return None
+    return {**gains, "steps": int(cells[6]), "s_0.1": number(8), "s_0.2": number(10), "images_per_s": number(13)}
 
 
 def _notes_of(section: str) -> str:
     """What was written by hand below the table and its seed means (what each algorithm tried, what mattered):
     kept, so that re-running one algorithm does not erase the findings about the others."""
     lines = section.splitlines()
-    if COLUMNS not in lines:
+    end = next((i for i, line in enumerate(lines) if _is_per_seed_header(line)), None)
+    if end is None:
         return ""
-    end = lines.index(COLUMNS)
     while end < len(lines) and lines[end].startswith("|"):  # the header, the rule and the rows
         end += 1
     while end < len(lines) and (not lines[end].strip() or _SEED_MEAN.match(lines[end])):
@@ -155,16 +207,24 @@ def _notes_of(section: str) -> str:
     return "\n".join(lines[end:]).strip("\n")
 
 
-#: a line :func:`_seed_means` writes
+#: a seed-mean line of the reports written before the comparison table replaced them (dropped on a rewrite)
 _SEED_MEAN = re.compile(r"^- \w+, mean over \d+ seeds: ")
+
+
+def _is_per_seed_header(line: str) -> bool:
+    """The per-seed table's header, also as written before it had an images/s column."""
+    return line.startswith(COLUMNS.split(" | step to")[0])
 
 
 def _kept_rows(section: str, fresh: dict[Key, dict[str, object]]) -> dict[Key, str]:
     """Table rows of (algorithm, seed) pairs not re-run this time (``--only``, ``--seeds``), kept as they were."""
     kept: dict[Key, str] = {}
+    in_table = False  # the comparison table above it has one row per algorithm, not per seed
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) > 2 and cells[0] in CONFIGS and cells[2].isdigit():
+        if _is_per_seed_header(line):
+            in_table = True
+        elif in_table and line.startswith("| ") and len(cells) > 2 and cells[0] in CONFIGS and cells[2].isdigit():
             key = (cells[0], int(cells[2]))
             if key not in fresh:
                 kept[key] = line
@@ -177,21 +237,28 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
     parser.add_argument("--seeds", nargs="*", type=int, default=[0], help="run.seed values, one run each")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1), help="torch threads per run")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time (the table's rows: 2 at a time on 2 cores, --threads 1)"
+    )
     parser.add_argument("--set", action="append", default=[], help="extra overrides for every run")
     parser.add_argument("--keep", help="write the run directories here (kept) instead of a temporary directory")
     args = parser.parse_args()
     extra = [a for s in args.set for a in ("--set", s)]
     rows: dict[Key, dict[str, object]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         workdir = Path(args.keep) if args.keep else Path(tmp)
+        running = {}
         for name in args.only:
             if not (ROOT / CONFIGS[name]).exists():
                 print(f"skipping {name}: {CONFIGS[name]} does not exist")
                 continue
             for seed in args.seeds:
                 seeded = [*extra, "--set", f"run.seed={seed}"]
-                rows[name, seed] = run(f"{name}_seed{seed}", CONFIGS[name], workdir, seeded, args.threads)
-                print(name, seed, rows[name, seed], flush=True)
+                job = pool.submit(run, f"{name}_seed{seed}", CONFIGS[name], workdir, seeded, args.threads)
+                running[job] = (name, seed)
+        for job in as_completed(running):  # a failed run stops the report: no table with a row missing unsaid
+            rows[running[job]] = job.result()
+            print(*running[job], rows[running[job]], flush=True)
     write_report(Path(args.out), rows, args.threads)
 
 

@@ -83,21 +83,24 @@ def test_convergence_summary_and_report(quickstart_run: Path, tmp_path: Path, mo
     assert "## Framework overhead\n\nkept" in text
     assert "| flow_grpo | `docs/examples/quickstart.toml` | 0 |" in text
     assert "2 torch thread(s) per run" in text
-    header = next(line for line in text.splitlines() if line.startswith("| algorithm"))
-    row = next(line for line in text.splitlines() if line.startswith("| flow_grpo"))
-    assert header.count("|") == row.count("|")
+    # the comparison (one row per algorithm), then the per-seed table: each row as wide as its header
+    headers = [line for line in text.splitlines() if line.startswith("| algorithm")]
+    rows = [line for line in text.splitlines() if line.startswith("| flow_grpo")]
+    assert len(headers) == len(rows) == 2
+    assert [h.count("|") for h in headers] == [r.count("|") for r in rows]
     # a second report replaces the section instead of appending another
     convergence.write_report(report, {("flow_grpo", 0): summary})
     assert report.read_text().count("## Convergence on shapes") == 1
     # a report of one algorithm (`--only`) or seed keeps the other rows, and the sections after it
-    text = report.read_text().replace("| flow_grpo |", "| dpo |", 1) + "\n## Later\n\nafter\n"
+    text = report.read_text().replace("| flow_grpo | `", "| dpo | `", 1) + "\n## Later\n\nafter\n"
     report.write_text(text)
     convergence.write_report(report, {("flow_grpo", 0): summary, ("flow_grpo", 1): summary})
     text = report.read_text()
     assert "| dpo | `docs/examples/quickstart.toml` | 0 |" in text and "| flow_grpo |" in text
-    assert text.index("| flow_grpo | `docs/examples/quickstart.toml` | 1 |") < text.index("| dpo |")
+    assert text.index("| flow_grpo | `docs/examples/quickstart.toml` | 1 |") < text.index("| dpo | `")
     gain = summary["best"] - summary["base"]
-    assert f"flow_grpo, mean over 2 seeds: best − base {gain:+.3f}" in text
+    assert f"| flow_grpo | 0, 1 | 2 | {summary['base']:.3f} ± 0.000 | {gain:+.3f} ± 0.000 |" in text
+    assert summary["images_per_s"] > 0 and f"| {summary['images_per_s']:.2f} |" in text
     assert "\n\n## Later\n\nafter\n" in text
 
 
