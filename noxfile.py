@@ -174,7 +174,10 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session
 def convergence(session: nox.Session) -> None:
-    """Each algorithm's shapes example as is, fixed seeds: val reward gains and time to +0.1 / +0.2."""
+    """Each algorithm's shapes example as is, fixed seeds: val reward gains and time to +0.1 / +0.2, and the
+    comparison table (mean ± sd per algorithm). Seed 0 of every example by default; docs/benchmarks.md's table is
+    ``nox -s convergence -- --seeds 0 1 2 --threads 1 --jobs 2`` (two runs at a time, one thread each; ~4 hours on
+    2 cores)."""
     install_all(session)
     session.run("python", "benchmarks/convergence.py", *session.posargs, env=TEST_ENV)
 
