@@ -12,6 +12,7 @@ import argparse
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,13 +141,9 @@ COMPARISON = "| algorithm | seeds | steps | base val | best − base | final −
 
 def _mean_sd(values: list[float], spec: str) -> str:
     """``mean ± sd`` (the sample sd, n − 1), or the value alone for one seed, or — for none."""
-    if not values:
-        return "—"
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return format(mean, spec)
-    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    return f"{format(mean, spec)} ± {format(sd, spec.lstrip('+'))}"
+    if len(values) < 2:
+        return format(values[0], spec) if values else "—"
+    return f"{format(statistics.mean(values), spec)} ± {format(statistics.stdev(values), spec.lstrip('+'))}"
 
 
 def _comparison(rows: dict[Key, dict[str, object]]) -> list[str]:
@@ -188,9 +185,10 @@ def _cells_of(line: str) -> dict[str, object] | None:
 
     try:
         gains = {"base": float(cells[3]), "best": float(cells[4].split()[0]), "final": float(cells[5])}
+        steps = int(cells[6])
     except (IndexError, ValueError):
         return None
-    return {**gains, "steps": int(cells[6]), "s_0.1": number(8), "s_0.2": number(10), "images_per_s": number(13)}
+    return {**gains, "steps": steps, "s_0.1": number(8), "s_0.2": number(10), "images_per_s": number(13)}
 
 
 def _notes_of(section: str) -> str:
