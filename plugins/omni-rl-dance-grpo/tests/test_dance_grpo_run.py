@@ -1,5 +1,6 @@
 """docs/examples/shapes_dance_grpo.toml through the real loop (`omni-rl check` and `omni-rl run`, Ray worker, tiny
-random Qwen-Image, JPEG reward), shrunk to 3 steps; the same with the KL term on; and `omni-rl check` of the preset with
+random Qwen-Image, JPEG reward), shrunk to 3 steps; DanceGRPO's per-image subset of a 4-step window with the KL term on;
+and `omni-rl check` of the preset with
 the other windowed samplers (flow_sde, cps) and a KL term."""
 
 from __future__ import annotations
@@ -65,23 +66,33 @@ def test_three_steps_of_the_example(tiny_qwen: Path, tmp_path: Path) -> None:
     rows = _run(tmp_path / "run", tiny_qwen, 3)
     assert sorted(rows) == [1, 2, 3]
     for row in rows.values():
-        assert (row["rollout/window_start"], row["rollout/window_size"]) == (0.0, 4.0)  # the whole recorded window
+        assert (row["rollout/window_start"], row["rollout/window_size"]) == (0.0, 2.0)
         for key in ("actor/loss", "actor/policy_loss", "actor/ratio_mean", "reward/mean", "advantage/abs_mean"):
             assert math.isfinite(row[key]), key
         assert abs(row["actor/ratio_mean"] - 1) < 1e-2
         assert row["actor/optimizer_steps"] == 1.0
-        # each image trains 2 of the window's 4 steps, its own ones: every metric covers only steps 0-3
         steps = {int(k.rsplit("_", 1)[1]) for k in row if k.startswith("actor/ratio_mean/step_")}
-        assert steps and steps <= {0, 1, 2, 3}
+        assert steps == {0, 1}  # every image trains both window steps
     assert (tmp_path / "run" / "checkpoints" / "step_3" / "pytorch_lora_weights.safetensors").exists()
     resolved = (tmp_path / "run" / "config.resolved.toml").read_text()
     assert 'name = "dance_grpo"' in resolved and 'name = "dance_sde"' in resolved
-    assert "timestep_fraction = 0.5" in resolved and "shared_initial_noise = true" in resolved
+    assert "noise_level = 4.0" in resolved and "shared_initial_noise = true" in resolved
 
 
-def test_two_steps_with_the_kl_term(tiny_qwen: Path, tmp_path: Path) -> None:
-    rows = _run(tmp_path / "kl", tiny_qwen, 2, "loss.options.kl_coef=0.04")
+SUBSET = [
+    "sampler.options.window_range=[0,4]",
+    "sampler.options.window_size=4",
+    "sampler.options.timestep_fraction=0.5",
+]
+
+
+def test_two_steps_of_a_trained_subset_with_the_kl_term(tiny_qwen: Path, tmp_path: Path) -> None:
+    """DanceGRPO's own trained subset: each image trains 2 of a 4-step window, its own ones."""
+    rows = _run(tmp_path / "kl", tiny_qwen, 2, "loss.options.kl_coef=0.04", *SUBSET)
     for row in rows.values():
+        assert (row["rollout/window_start"], row["rollout/window_size"]) == (0.0, 4.0)  # the whole recorded window
+        steps = {int(k.rsplit("_", 1)[1]) for k in row if k.startswith("actor/ratio_mean/step_")}
+        assert steps and steps <= {0, 1, 2, 3}
         assert math.isfinite(row["actor/kl"]) and row["actor/kl"] >= 0
         assert math.isfinite(row["actor/loss"])
 
