@@ -202,3 +202,49 @@ def _fields(inputs: ForwardLossInputs) -> dict[str, Any]:
     import attrs
 
     return {f.name: getattr(inputs, f.name) for f in attrs.fields(ForwardLossInputs)}
+
+
+# all_pairs: group 0 = rewards (0.2, 1.0, 0.6) -> pairs (1, 0), (1, 2), (2, 0), one draw from sample 0's generator;
+# group 1 = (3.0, 3.0) has no pair and is skipped
+ALL_REWARDS, ALL_GROUPS = [0.2, 1.0, 0.6, 3.0, 3.0], [0, 0, 0, 1, 1]
+
+
+@pytest.fixture
+def all_pairs_loss() -> DPOLoss:
+    return DPOLoss(DPOLossConfig(beta=BETA, pairing="all_pairs"))
+
+
+def test_all_pairs_match_the_hand_computation(all_pairs_loss: DPOLoss) -> None:
+    policy = LinearPolicy()
+    out = all_pairs_loss(make_inputs(all_pairs_loss, policy, ALL_REWARDS, ALL_GROUPS, [0, 1, 2, 3, 4]))
+    pairs = [hand_pair(SEEDS[0], X0[w], X0[lose]) for w, lose in ((1, 0), (1, 2), (2, 0))]
+    assert out.loss.item() == pytest.approx(sum(p["loss"] for p in pairs) / 3, rel=1e-5)
+    out.loss.backward()
+    assert policy.a.grad.item() == pytest.approx(sum(p["grad_a"] for p in pairs) / 3, rel=1e-4)
+    assert out.metrics["implicit_acc"] == pytest.approx(sum(p["inside"] > 0 for p in pairs) / 3)
+    assert out.metrics["reward_margin"] == pytest.approx(sum(p["inside"] for p in pairs) / 3, rel=1e-5)
+    assert out.metrics["policy_mse"] == pytest.approx(sum(p["policy_mse"] for p in pairs) / 3, rel=1e-5)
+    assert out.metrics["pairs"] == 3.0 and out.metrics["groups_skipped"] == 1.0
+    # each of the group's samples is evaluated once, all at the group's one t; the skipped group not at all
+    _, _, sigma, samples = policy.calls[0]
+    assert samples.tolist() == [0, 1, 2]
+    assert torch.allclose(sigma, torch.full((3,), pairs[0]["t"]))
+
+
+def test_all_pairs_micro_batches_combine_to_the_whole_batch(all_pairs_loss: DPOLoss) -> None:
+    rewards, groups = [0.2, 1.0, 0.6, 3.0, 0.0, 1.0], [0, 0, 0, 1, 1, 1]  # 3 pairs in each group
+    whole = all_pairs_loss(make_inputs(all_pairs_loss, LinearPolicy(), rewards, groups, list(range(6))))
+    parts = [
+        all_pairs_loss(make_inputs(all_pairs_loss, LinearPolicy(), rewards, groups, idx))
+        for idx in ([0, 1, 2], [3, 4, 5])
+    ]
+    assert sum(p.loss.item() * 3 / 6 for p in parts) == pytest.approx(whole.loss.item(), rel=1e-6)
+    for key, value in whole.metrics.items():
+        assert sum(p.metrics[key] * 3 for p in parts) / 6 == pytest.approx(value, rel=1e-6, abs=1e-7), key
+    assert whole.metrics["pairs"] == 6.0
+
+
+def test_all_pairs_refuse_a_split_group(all_pairs_loss: DPOLoss) -> None:
+    split = make_inputs(all_pairs_loss, LinearPolicy(), ALL_REWARDS, ALL_GROUPS, [0, 1])  # sample 2 left out
+    with pytest.raises(RuntimeFailure, match="do not form its pairs"):
+        all_pairs_loss(split)

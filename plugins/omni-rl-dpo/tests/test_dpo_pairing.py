@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from omni_rl_dpo import pairing
 from omni_rl_dpo.pairing import GROUPS_SKIPPED, PAIRS, ROLE, WEIGHT, pair_by_reward, pair_in_order
 
 from omni_rl.errors import RuntimeFailure
@@ -64,3 +65,20 @@ def test_offline_pairing_needs_groups_of_two() -> None:
     with pytest.raises(RuntimeFailure, match="exactly 2") as info:
         pair_in_order(torch.tensor([0, 0, 0, 1, 1]))
     assert "preference_pairs" in (info.value.hint or "")
+
+
+def test_all_pairs_take_every_higher_lower_pair_of_a_group() -> None:
+    rewards = torch.tensor([0.1, 0.5, 0.5, 0.9, 2.0, 2.0])
+    extras = pairing.pair_all_by_reward(rewards, torch.tensor([0, 0, 0, 0, 1, 1]))
+    # group 0: 0.5 > 0.1 twice, 0.9 above the other three; the tie 0.5 = 0.5 is no pair; group 1 is all ties
+    assert pairing.all_pairs_of([0.1, 0.5, 0.5, 0.9], min_spread=0.0) == [(1, 0), (2, 0), (3, 0), (3, 1), (3, 2)]
+    assert extras[pairing.ROLE].tolist() == [pairing.PAIRED] * 4 + [pairing.UNUSED] * 2
+    assert extras[pairing.PAIRS][0] == 5.0 and extras[pairing.GROUPS_SKIPPED][0] == 1.0
+    assert extras[pairing.WEIGHT][0] == pytest.approx(6 / 5)
+    torch.testing.assert_close(extras[pairing.REWARD], rewards)
+
+
+def test_all_pairs_drop_pairs_within_the_min_spread() -> None:
+    assert pairing.all_pairs_of([0.1, 0.5, 0.55], min_spread=0.1) == [(1, 0), (2, 0)]
+    extras = pairing.pair_all_by_reward(torch.tensor([0.1, 0.5, 0.55]), torch.tensor([0, 0, 0]), min_spread=0.1)
+    assert extras[pairing.PAIRS][0] == 2.0

@@ -45,7 +45,12 @@ def _check_first_step(row: dict) -> None:
     assert row["actor/implicit_acc"] == 0.0
 
 
-def test_online_dpo_runs_the_shapes_example(tmp_path: Path, tiny_sd3_path: Path, ray_cluster: None) -> None:
+@pytest.mark.parametrize(("pairing", "pairs"), [("reward", (2.0, 2.0)), ("all_pairs", (3.0, 12.0))])
+def test_online_dpo_runs_the_shapes_example(
+    tmp_path: Path, tiny_sd3_path: Path, ray_cluster: None, pairing: str, pairs: tuple[float, float]
+) -> None:
+    """Best/worst pairs (2 groups: 2 pairs) and every pair of a group (up to 6 in a group of 4, fewer where two
+    JPEG sizes tie)."""
     out = tmp_path / "online"
     overrides = {
         "run.steps": "2",
@@ -59,6 +64,7 @@ def test_online_dpo_runs_the_shapes_example(tmp_path: Path, tiny_sd3_path: Path,
         "rollout.options.steps": "3",
         "data.prompts_per_step": "2",
         "loss.options.min_reward_spread": "0.0",
+        "loss.options.pairing": f'"{pairing}"',
         "log.image_every": "0",
     }
     args = ["run", str(EXAMPLE)]
@@ -68,7 +74,7 @@ def test_online_dpo_runs_the_shapes_example(tmp_path: Path, tiny_sd3_path: Path,
     rows = _rows(out)
     assert [row["step"] for row in rows] == [1, 2]
     _check_first_step(rows[0])
-    assert rows[0]["actor/pairs"] == 2.0 and rows[0]["actor/groups_skipped"] == 0.0
+    assert pairs[0] <= rows[0]["actor/pairs"] <= pairs[1] and rows[0]["actor/groups_skipped"] == 0.0
     assert rows[1]["actor/policy_mse"] != rows[1]["actor/reference_mse"]  # the policy moved
     assert (out / "checkpoints" / "step_2" / "pytorch_lora_weights.safetensors").exists()
 

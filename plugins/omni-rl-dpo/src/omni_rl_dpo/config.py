@@ -12,7 +12,7 @@ import attrs
 
 from omni_rl.validators import finite, image_side, non_negative_finite, positive_finite, positive_int
 
-PAIRINGS: tuple[str, ...] = ("reward", "offline")
+PAIRINGS: tuple[str, ...] = ("reward", "all_pairs", "offline")
 
 
 @attrs.frozen(kw_only=True)
@@ -20,15 +20,20 @@ class DPOLossConfig:
     """Options of the ``dpo`` loss (Diffusion-DPO in flow form, MATH.md).
 
     ``pairing`` says where the (chosen, rejected) pairs come from: ``"reward"`` pairs the best and the worst
-    reward of each prompt's group (online DPO on the policy's own rollouts); ``"offline"`` takes each group as
+    reward of each prompt's group (online DPO on the policy's own rollouts); ``"all_pairs"`` takes every pair of a
+    group whose rewards differ by more than ``min_reward_spread``, each pair sharing the group's (t, ε) draw;
+    ``"offline"`` takes each group as
     (chosen, rejected) in that order, which is how the ``preference_pairs`` rollout backend returns a
     preference file's pairs (the rewards are then only logged).
     """
 
     #: β of inside = -(β/2)[(e_θ^w - e_ref^w) - (e_θ^l - e_ref^l)]; the Diffusion-DPO reference trains with 5000
     beta: float = attrs.field(default=5000.0, converter=float, validator=positive_finite)
-    #: "reward": best vs worst reward of each group; "offline": each group is (chosen, rejected) in order
-    pairing: Literal["reward", "offline"] = attrs.field(default="reward", validator=attrs.validators.in_(PAIRINGS))
+    #: "reward": best vs worst reward of each group; "all_pairs": every higher/lower pair of each group;
+    #: "offline": each group is (chosen, rejected) in order
+    pairing: Literal["reward", "all_pairs", "offline"] = attrs.field(
+        default="reward", validator=attrs.validators.in_(PAIRINGS)
+    )
     #: online pairing skips (and counts) groups whose best - worst reward is not above this; 0 skips only ties
     min_reward_spread: float = attrs.field(default=0.0, converter=float, validator=non_negative_finite)
     #: t = sigmoid(logit_mean + logit_std * z), z ~ N(0, 1): SD3's logit-normal training density (0, 1)

@@ -89,6 +89,16 @@ def match_pairs(roles: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor]:
     return chosen, torch.as_tensor(partners, dtype=torch.long, device=roles.device)
 
 
+def _draw_index(samples: Tensor, first: Tensor, group_ids: Tensor, per_group: bool) -> Tensor:
+    """For each evaluated sample, which draw it uses: its group's (per_group) or its pair's (chosen, then the
+    rejected in the same order)."""
+    if not per_group:
+        pairs = first.numel()
+        return torch.cat([torch.arange(pairs), torch.arange(pairs)])
+    draw_of_group = {int(group_ids[p]): k for k, p in enumerate(first.tolist())}
+    return torch.as_tensor([draw_of_group[int(group_ids[p])] for p in samples.tolist()], dtype=torch.long)
+
+
 _PAIR_HINT = (
     "each micro-batch must hold whole groups with the dpo_role extras prepare computed for them; this is a bug in "
     "the update engine or the rollout backend, please report it"
@@ -118,6 +128,8 @@ class DPOLoss:
         """The pairs of the whole batch (see :mod:`omni_rl_dpo.pairing`); advantages are not used."""
         if self.config.pairing == "offline":
             return pairing.pair_in_order(group_ids)
+        if self.config.pairing == "all_pairs":
+            return pairing.pair_all_by_reward(rewards, group_ids, min_spread=self.config.min_reward_spread)
         return pairing.pair_by_reward(rewards, group_ids, min_spread=self.config.min_reward_spread)
 
     def __call__(self, inputs: ForwardLossInputs) -> LossOutput:
@@ -130,14 +142,24 @@ class DPOLoss:
             )
         roles = extras[pairing.ROLE]
         batch = roles.shape[0]
-        chosen, rejected = match_pairs(roles, inputs.group_ids)
         counts = {
             "pairs": float(extras[pairing.PAIRS][0]),
             "groups_skipped": float(extras[pairing.GROUPS_SKIPPED][0]),
         }
-        if chosen.numel() == 0:
+        if self.config.pairing == "all_pairs":
+            samples, first, chosen_at, rejected_at = self._all_pairs(roles, inputs.group_ids, extras)
+        else:
+            chosen, rejected = match_pairs(roles, inputs.group_ids)
+            samples = torch.cat([chosen, rejected])
+            first = chosen
+            pairs = chosen.numel()
+            chosen_at = torch.arange(pairs, device=roles.device)
+            rejected_at = chosen_at + pairs
+        if chosen_at.numel() == 0:
             return self._no_pairs(inputs, counts)
 
+        # One (t, ε) per pair, or per group with all_pairs: drawn from the generator of ``first`` (the pair's chosen
+        # sample; the group's first member), repeated for every sample that shares it.
         x0 = inputs.x0.float()
         draws = [
             pair_draw(
@@ -146,24 +168,24 @@ class DPOLoss:
                 mean=self.config.logit_mean,
                 std=self.config.logit_std,
             )
-            for i in chosen.tolist()
+            for i in first.tolist()
         ]
-        t = torch.cat([d[0] for d in draws]).to(x0.device)
-        noise = torch.stack([d[1] for d in draws]).to(x0.device)
-        samples = torch.cat([chosen, rejected])
-        t2, noise2, clean = torch.cat([t, t]), torch.cat([noise, noise]), x0[samples]
-        expand = t2.view(-1, *([1] * (clean.ndim - 1)))
-        x_t = (1.0 - expand) * clean + expand * noise2
-        target = noise2 - clean
+        draw_of = _draw_index(samples, first, inputs.group_ids, self.config.pairing == "all_pairs").to(x0.device)
+        t = torch.cat([d[0] for d in draws]).to(x0.device)[draw_of]
+        noise = torch.stack([d[1] for d in draws]).to(x0.device)[draw_of]
+        clean = x0[samples]
+        expand = t.view(-1, *([1] * (clean.ndim - 1)))
+        x_t = (1.0 - expand) * clean + expand * noise
+        target = noise - clean
 
-        e_theta = flow_matching_error(inputs.velocity("current", x_t, t2, samples), target)
+        e_theta = flow_matching_error(inputs.velocity("current", x_t, t, samples), target)
         with torch.no_grad():
-            e_ref = flow_matching_error(inputs.velocity("reference", x_t, t2, samples), target)
-        pairs = chosen.numel()
-        terms = dpo_terms(e_theta[:pairs], e_theta[pairs:], e_ref[:pairs], e_ref[pairs:], self.config.beta)
+            e_ref = flow_matching_error(inputs.velocity("reference", x_t, t, samples), target)
+        win, lose = chosen_at.to(e_theta.device), rejected_at.to(e_theta.device)
+        terms = dpo_terms(e_theta[win], e_theta[lose], e_ref[win], e_ref[lose], self.config.beta)
 
         # Sum over pairs x (N / P) / B: see pairing's docstring for why this is the exact mean over the batch.
-        scale = extras[pairing.WEIGHT][chosen].float() / batch
+        scale = extras[pairing.WEIGHT][samples[chosen_at]].float().to(e_theta.device) / batch
         loss = (scale * terms.loss).sum()
         with torch.no_grad():
             metrics: dict[str, Any] = {
@@ -171,11 +193,50 @@ class DPOLoss:
                 "reward_margin": float((scale * terms.inside).sum()),
                 "reward_chosen": float((scale * terms.reward_chosen).sum()),
                 "reward_rejected": float((scale * terms.reward_rejected).sum()),
-                "policy_mse": float((scale * 0.5 * (e_theta[:pairs] + e_theta[pairs:])).sum()),
-                "reference_mse": float((scale * 0.5 * (e_ref[:pairs] + e_ref[pairs:])).sum()),
+                "policy_mse": float((scale * 0.5 * (e_theta[win] + e_theta[lose])).sum()),
+                "reference_mse": float((scale * 0.5 * (e_ref[win] + e_ref[lose])).sum()),
                 **counts,
             }
         return LossOutput(loss=loss, metrics=metrics)
+
+    def _all_pairs(
+        self, roles: Tensor, group_ids: Tensor, extras: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(samples to evaluate, each group's first member, chosen and rejected positions into ``samples``).
+
+        The pairs are formed again from the ``dpo_reward`` extra with :func:`pairing.all_pairs_of`, as prepare
+        counted them; a group whose members here give no pair, or other pairs than prepare's roles say, means the
+        micro-batch split a group.
+        """
+        if pairing.REWARD not in extras or pairing.GROUP_PAIRED not in extras:
+            raise RuntimeFailure(
+                "dpo: pairing = 'all_pairs' but the batch has no dpo_reward / dpo_group_paired extras", hint=_PAIR_HINT
+            )
+        rewards = extras[pairing.REWARD].detach().cpu().tolist()
+        used = torch.nonzero(roles == pairing.PAIRED).flatten().tolist()
+        members: dict[int, list[int]] = {}
+        for position in used:
+            members.setdefault(int(group_ids[position]), []).append(position)
+        samples: list[int] = []
+        first: list[int] = []
+        chosen_at: list[int] = []
+        rejected_at: list[int] = []
+        for gid, positions in members.items():
+            found = pairing.all_pairs_of([rewards[p] for p in positions], min_spread=self.config.min_reward_spread)
+            whole = all(int(extras[pairing.GROUP_PAIRED][p]) == len(positions) for p in positions)
+            if not whole or {i for pair in found for i in pair} != set(range(len(positions))):
+                raise RuntimeFailure(f"dpo: group {gid}'s paired samples do not form its pairs", hint=_PAIR_HINT)
+            offset = len(samples)
+            samples += positions
+            first.append(positions[0])
+            chosen_at += [offset + i for i, _ in found]
+            rejected_at += [offset + j for _, j in found]
+        device = roles.device
+
+        def as_tensor(values: list[int]) -> Tensor:
+            return torch.as_tensor(values, dtype=torch.long, device=device)
+
+        return as_tensor(samples), as_tensor(first), as_tensor(chosen_at), as_tensor(rejected_at)
 
     def _no_pairs(self, inputs: ForwardLossInputs, counts: dict[str, float]) -> LossOutput:
         """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.
