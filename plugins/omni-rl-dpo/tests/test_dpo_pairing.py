@@ -75,7 +75,7 @@ def test_all_pairs_take_every_higher_lower_pair_of_a_group() -> None:
     assert extras[pairing.ROLE].tolist() == [pairing.PAIRED] * 4 + [pairing.UNUSED] * 2
     assert extras[pairing.PAIRS][0] == 5.0 and extras[pairing.GROUPS_SKIPPED][0] == 1.0
     assert extras[pairing.WEIGHT][0] == pytest.approx(6 / 5)
-    torch.testing.assert_close(extras[pairing.REWARD], rewards)
+    assert extras[pairing.GROUP_PAIRED].tolist() == [4.0] * 4 + [0.0] * 2
 
 
 def test_all_pairs_drop_pairs_within_the_min_spread() -> None:

@@ -89,16 +89,6 @@ def match_pairs(roles: Tensor, group_ids: Tensor) -> tuple[Tensor, Tensor]:
     return chosen, torch.as_tensor(partners, dtype=torch.long, device=roles.device)
 
 
-def _draw_index(samples: Tensor, first: Tensor, group_ids: Tensor, per_group: bool) -> Tensor:
-    """For each evaluated sample, which draw it uses: its group's (per_group) or its pair's (chosen, then the
-    rejected in the same order)."""
-    if not per_group:
-        pairs = first.numel()
-        return torch.cat([torch.arange(pairs), torch.arange(pairs)])
-    draw_of_group = {int(group_ids[p]): k for k, p in enumerate(first.tolist())}
-    return torch.as_tensor([draw_of_group[int(group_ids[p])] for p in samples.tolist()], dtype=torch.long)
-
-
 _PAIR_HINT = (
     "each micro-batch must hold whole groups with the dpo_role extras prepare computed for them; this is a bug in "
     "the update engine or the rollout backend, please report it"
@@ -147,14 +137,14 @@ class DPOLoss:
             "groups_skipped": float(extras[pairing.GROUPS_SKIPPED][0]),
         }
         if self.config.pairing == "all_pairs":
-            samples, first, chosen_at, rejected_at = self._all_pairs(roles, inputs.group_ids, extras)
+            samples, first, draw_of, chosen_at, rejected_at = self._all_pairs(roles, inputs, extras)
         else:
             chosen, rejected = match_pairs(roles, inputs.group_ids)
             samples = torch.cat([chosen, rejected])
             first = chosen
-            pairs = chosen.numel()
-            chosen_at = torch.arange(pairs, device=roles.device)
-            rejected_at = chosen_at + pairs
+            chosen_at = torch.arange(chosen.numel(), device=roles.device)
+            rejected_at = chosen_at + chosen.numel()
+            draw_of = torch.cat([chosen_at, chosen_at])  # the chosen and its rejected share the pair's draw
         if chosen_at.numel() == 0:
             return self._no_pairs(inputs, counts)
 
@@ -170,7 +160,7 @@ class DPOLoss:
             )
             for i in first.tolist()
         ]
-        draw_of = _draw_index(samples, first, inputs.group_ids, self.config.pairing == "all_pairs").to(x0.device)
+        draw_of = draw_of.to(x0.device)
         t = torch.cat([d[0] for d in draws]).to(x0.device)[draw_of]
         noise = torch.stack([d[1] for d in draws]).to(x0.device)[draw_of]
         clean = x0[samples]
@@ -200,43 +190,45 @@ class DPOLoss:
         return LossOutput(loss=loss, metrics=metrics)
 
     def _all_pairs(
-        self, roles: Tensor, group_ids: Tensor, extras: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(samples to evaluate, each group's first member, chosen and rejected positions into ``samples``).
+        self, roles: Tensor, inputs: ForwardLossInputs, extras: dict[str, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """(samples to evaluate, each group's first member, each sample's draw (its group's), chosen and rejected
+        positions into ``samples``).
 
-        The pairs are formed again from the ``dpo_reward`` extra with :func:`pairing.all_pairs_of`, as prepare
-        counted them; a group whose members here give no pair, or other pairs than prepare's roles say, means the
-        micro-batch split a group.
+        The pairs are formed again from the micro-batch's rewards (the tensor prepare paired) with
+        :func:`pairing.all_pairs_of`; a group with fewer paired members here than prepare counted, or members that
+        form no pair, means the micro-batch split a group.
         """
-        if pairing.REWARD not in extras or pairing.GROUP_PAIRED not in extras:
+        if pairing.GROUP_PAIRED not in extras:
             raise RuntimeFailure(
-                "dpo: pairing = 'all_pairs' but the batch has no dpo_reward / dpo_group_paired extras", hint=_PAIR_HINT
+                "dpo: pairing = 'all_pairs' but the batch has no dpo_group_paired extra", hint=_PAIR_HINT
             )
-        rewards = extras[pairing.REWARD].detach().cpu().tolist()
-        used = torch.nonzero(roles == pairing.PAIRED).flatten().tolist()
+        rewards = inputs.rewards.detach().float().tolist()
+        group_ids = inputs.group_ids.tolist()
+        group_paired = extras[pairing.GROUP_PAIRED].tolist()
         members: dict[int, list[int]] = {}
-        for position in used:
+        for position in torch.nonzero(roles == pairing.PAIRED).flatten().tolist():
             members.setdefault(int(group_ids[position]), []).append(position)
         samples: list[int] = []
         first: list[int] = []
+        draw_of: list[int] = []
         chosen_at: list[int] = []
         rejected_at: list[int] = []
-        for gid, positions in members.items():
+        for draw, (gid, positions) in enumerate(members.items()):
             found = pairing.all_pairs_of([rewards[p] for p in positions], min_spread=self.config.min_reward_spread)
-            whole = all(int(extras[pairing.GROUP_PAIRED][p]) == len(positions) for p in positions)
+            whole = all(int(group_paired[p]) == len(positions) for p in positions)
             if not whole or {i for pair in found for i in pair} != set(range(len(positions))):
                 raise RuntimeFailure(f"dpo: group {gid}'s paired samples do not form its pairs", hint=_PAIR_HINT)
             offset = len(samples)
             samples += positions
             first.append(positions[0])
+            draw_of += [draw] * len(positions)
             chosen_at += [offset + i for i, _ in found]
             rejected_at += [offset + j for _, j in found]
-        device = roles.device
-
-        def as_tensor(values: list[int]) -> Tensor:
-            return torch.as_tensor(values, dtype=torch.long, device=device)
-
-        return as_tensor(samples), as_tensor(first), as_tensor(chosen_at), as_tensor(rejected_at)
+        return tuple(  # type: ignore[return-value]
+            torch.as_tensor(values, dtype=torch.long, device=roles.device)
+            for values in (samples, first, draw_of, chosen_at, rejected_at)
+        )
 
     def _no_pairs(self, inputs: ForwardLossInputs, counts: dict[str, float]) -> LossOutput:
         """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.

@@ -5,9 +5,9 @@ The result is four per-sample tensors (the loss's ``extras``, sliced to each mic
 - ``dpo_role``: +1 chosen (w), -1 rejected (l), 0 unused; with ``pairing = "all_pairs"``, +2 for a sample in at
   least one pair (it is chosen in some and rejected in others). A pair is two samples of one group (prompt), so the
   update's group batching keeps both in one micro-batch.
-- ``dpo_reward`` (``all_pairs`` only): each sample's reward as float32, from which the loss forms the same pairs
-  that were counted here (:func:`all_pairs_of`), and ``dpo_group_paired``: how many of the sample's group are
-  paired, so that the loss can tell a whole group from a split one.
+- ``dpo_group_paired`` (``all_pairs`` only): how many of the sample's group are paired, so that the loss, which
+  forms the same pairs from the micro-batch's rewards (:func:`all_pairs_of`), can tell a whole group from a split
+  one.
 - ``dpo_weight``: N / P on every sample (N samples, P pairs in the whole batch; 0 when P = 0). The loss sums
   its pairs' terms times this weight and divides by the micro-batch's sample count B. The update weights a
   micro-batch by B / (mini-batch size) and averages metrics weighted by B, so the step's loss and every metric
@@ -28,7 +28,6 @@ ROLE = "dpo_role"
 WEIGHT = "dpo_weight"
 PAIRS = "dpo_pairs"
 GROUPS_SKIPPED = "dpo_groups_skipped"
-REWARD = "dpo_reward"
 GROUP_PAIRED = "dpo_group_paired"
 CHOSEN, REJECTED, UNUSED, PAIRED = 1, -1, 0, 2
 
@@ -91,7 +90,7 @@ def pair_all_by_reward(rewards: Tensor, group_ids: Tensor, *, min_spread: float 
     more preferences from each sampled image. Pairs closer than ``min_spread`` are dropped; a group with no pair
     left is skipped and counted.
     """
-    values = _checked(rewards, group_ids).to(torch.float32)
+    values = _checked(rewards, group_ids).to(torch.float32)  # the loss pairs the same float32 rewards
     roles = torch.zeros(values.shape[0], dtype=torch.long)
     paired = torch.zeros(values.shape[0], dtype=torch.float32)
     skipped = pairs = 0
@@ -104,7 +103,7 @@ def pair_all_by_reward(rewards: Tensor, group_ids: Tensor, *, min_spread: float 
         in_pairs = sorted({members[i] for pair in found for i in pair})
         roles[in_pairs] = PAIRED
         paired[in_pairs] = float(len(in_pairs))
-    return {**_extras(roles, skipped, pairs=pairs), REWARD: values, GROUP_PAIRED: paired}
+    return {**_extras(roles, skipped, pairs=pairs), GROUP_PAIRED: paired}
 
 
 def pair_in_order(group_ids: Tensor) -> dict[str, Tensor]:
