@@ -70,6 +70,41 @@ def test_motion_and_image_flaw_options_do_not_mix(capsys: pytest.CaptureFixture[
         pretrain.parse_args(["--arch", "wan", "--flaw", "reverse", "--flaw-rate", "2"])
 
 
+@pytest.mark.parametrize("travel", [(0.2, 0.3), (0.4, 0.55)])
+def test_a_world_s_clips_travel_a_distance_from_its_range(travel: tuple[float, float]) -> None:
+    """The first-to-last travel of rendered clips (read back by the verifier's segmentation) lies in the range."""
+    from omni_rl_shapes.segment import components
+
+    world = MotionWorld(frames=5, travel=travel)
+    prompt = "a blue square moving down"
+    for seed in range(12):
+        clip = world.render(prompt, 64, seed)
+        found = (components(f, threshold=110.0, min_area=8) for f in (clip[0], clip[-1]))
+        first, last = (max(c, key=lambda c: c.area) for c in found)
+        (x0, y0), (x1, y1) = first.centre(), last.centre()
+        assert abs(x1 - x0) < 1.0
+        assert travel[0] - 0.03 <= (y1 - y0) / 64 <= travel[1] + 0.03
+        assert verify_clip(clip, prompt).score == 1.0  # every frame right, moving down, no jumps
+
+
+def test_the_travel_and_patch_options_are_checked(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--travel", "0.3", "0.4"])
+    assert "--arch wan" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="travel must satisfy"):
+        render_clip("a red circle moving up", travel=(0.5, 0.7))
+    pytest.importorskip("omni_rl_wan")
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--arch", "wan", "--travel", "0.5", "0.4"])
+    assert "LOW <= HIGH <= 0.6" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--arch", "wan", "--patch", "1", "0", "2"])
+    args = pretrain.parse_args(["--arch", "wan", "--travel", "0.4", "0.55", "--patch", "1", "2", "2"])
+    arch = pretrain.configured(pretrain.architecture("wan"), args)
+    assert arch.world.travel == (0.4, 0.55) and arch.patch == (1, 2, 2)
+    assert arch.shape_record()["travel"] == [0.4, 0.55] and arch.shape_record()["patch_size"] == [1, 2, 2]
+
+
 @pytest.mark.slow
 def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> None:
     """Two VAE steps and two transformer steps of a 1-layer Wan: the directory, its record and its calibrated VAE."""
@@ -83,10 +118,11 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     out = tmp_path / "stage"
     argv = ["--arch", "wan", "--out", str(out), "--steps", "2", "--vae-steps", "2", "--vae-batch-size", "2"]
     argv += ["--images-per-prompt", "1", "--eval-from", "2", "--eval-every", "2", "--target-low", "0"]
-    argv += ["--target-high", "1", "--flaw", "reverse", "--flaw-rate", "0.5"]
+    argv += ["--target-high", "1", "--flaw", "reverse", "--flaw-rate", "0.5", "--travel", "0.4", "0.5"]
+    argv += ["--patch", "1", "2", "2"]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setattr(pretrain, "architecture", lambda name: arch)
+        patch.setattr(pretrain, "architecture", lambda name: arch)  # configured() applies --travel and --patch
         patch.setattr(pretrain, "SamplingSettings", functools.partial(SamplingSettings, num_inference_steps=2))
         threads = torch.get_num_threads()
         try:
@@ -101,4 +137,5 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     assert vae["latents_std"] == pytest.approx(record["vae"]["latents_std"])
     model = arch.load(out, SamplingSettings(**record["sampling"]))
     assert model.latent_shape(32, 32, 5) == (16, 5, 16, 16)
-    assert tuple(model.transformer.config.patch_size) == (1, 4, 4)  # 80 video tokens per clip
+    assert tuple(model.transformer.config.patch_size) == (1, 2, 2)  # --patch: 320 video tokens per clip
+    assert record["model"]["travel"] == [0.4, 0.5] and record["model"]["patch_size"] == [1, 2, 2]

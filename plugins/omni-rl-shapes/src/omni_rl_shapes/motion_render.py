@@ -17,7 +17,8 @@ from omni_rl_shapes.motion_scenes import VECTORS, MotionScene, parse_motion_prom
 from omni_rl_shapes.render import BORDER, Placed, draw, layout
 from omni_rl_shapes.scenes import COLORS, Obj
 
-#: how far the objects travel over a clip, as a fraction of the image side
+#: how far the objects travel over a clip, as a fraction of the image side (the still grammar's objects, 0.24-0.34
+#: of the side, fit any travel up to 0.6 of it with their border)
 DISTANCE_RANGE: tuple[float, float] = (0.2, 0.3)
 FRAMES = 8
 Flaw = Literal["reverse", "still", "flicker", "recolor"]
@@ -33,11 +34,17 @@ def _inside(placed: list[Placed], dx: float, dy: float) -> bool:
     return True
 
 
-def motion_layout(scene: MotionScene, rng: np.random.Generator) -> tuple[list[Placed], tuple[float, float]]:
-    """A first-frame layout of the still scene and the clip's displacement (dx, dy) that keeps it inside."""
+def motion_layout(
+    scene: MotionScene, rng: np.random.Generator, travel: tuple[float, float] = DISTANCE_RANGE
+) -> tuple[list[Placed], tuple[float, float]]:
+    """A first-frame layout of the still scene and the clip's displacement (dx, dy) that keeps it inside: the
+    distance is drawn uniformly from ``travel`` (fractions of the side)."""
+    low, high = travel
+    if not 0.0 < low <= high <= 0.6:
+        raise ValueError(f"travel must satisfy 0 < low <= high <= 0.6 (fractions of the side), got {travel}")
     ux, uy = VECTORS[scene.direction]
     for _ in range(_MAX_TRIES):
-        distance = float(rng.uniform(*DISTANCE_RANGE))
+        distance = float(rng.uniform(low, high))
         placed = layout(scene.still, rng)
         if _inside(placed, ux * distance, uy * distance):
             return placed, (ux * distance, uy * distance)
@@ -50,13 +57,15 @@ def render_clip(
     frames: int = FRAMES,
     seed: int = 0,
     flaw: Flaw | None = None,
+    travel: tuple[float, float] = DISTANCE_RANGE,
 ) -> np.ndarray:
-    """A clip of the prompt: uint8 (frames, size, size, 3). Same prompt, size, frames and seed, same clip."""
+    """A clip of the prompt: uint8 (frames, size, size, 3). Same prompt, size, frames, seed and ``travel`` (the
+    range the distance is drawn from), same clip."""
     if frames < 2:
         raise ValueError(f"a clip needs at least 2 frames, got {frames}")
     scene = parse_motion_prompt(prompt_or_scene) if isinstance(prompt_or_scene, str) else prompt_or_scene
     rng = np.random.default_rng(seed)
-    placed, (dx, dy) = motion_layout(scene, rng)
+    placed, (dx, dy) = motion_layout(scene, rng, travel)
     if flaw == "reverse":  # start where the prompt's clip ends, move back
         placed = [Placed(p.obj, p.cx + dx, p.cy + dy, p.size) for p in placed]
         dx, dy = -dx, -dy

@@ -162,6 +162,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--flaw-rate", type=float, default=0.0, help="--arch wan: fraction of flawed training clips")
     parser.add_argument(
+        "--travel",
+        type=float,
+        nargs=2,
+        metavar=("LOW", "HIGH"),
+        default=None,
+        help="--arch wan: the range a training clip's travel is drawn from, fractions of the side (default: the "
+        "world's)",
+    )
+    parser.add_argument(
+        "--patch",
+        type=int,
+        nargs=3,
+        metavar=("F", "H", "W"),
+        default=None,
+        help="--arch wan: the transformer's (frames, height, width) patch when it is built (default: the arch's; a "
+        "continued run keeps its model's)",
+    )
+    parser.add_argument(
         "--save-dtype",
         choices=SAVE_DTYPES,
         default="float32",
@@ -185,6 +203,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--flaw and --flaw-rate are the motion model's (--arch wan); still images use --stray-rate")
     if motion and args.stray_rate:
         parser.error("--stray-rate is the image models'; the motion model's flaw is --flaw with --flaw-rate")
+    if not motion and (args.travel is not None or args.patch is not None):
+        parser.error("--travel and --patch are the motion model's (--arch wan)")
+    if args.travel is not None and not 0.0 < args.travel[0] <= args.travel[1] <= 0.6:
+        parser.error(f"--travel LOW HIGH needs 0 < LOW <= HIGH <= 0.6 (fractions of the side), got {args.travel}")
+    if args.patch is not None and (min(args.patch) < 1 or args.init_from is not None):
+        parser.error("--patch takes three positive sizes, and only when the model is built (not with --init-from)")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
         parser.error(f"--init-from {args.init_from} is not a pipeline directory (no model_index.json)")
     try:
@@ -199,6 +223,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                 f"{arch.pipeline_class}"
             )
     return args
+
+
+def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
+    """The architecture with the motion model's ``--travel`` and ``--patch`` applied; a continued run
+    (``--init-from``) records the patch its transformer was built with."""
+    if arch.name != "wan":
+        return arch
+    changes: dict[str, Any] = {}
+    if args.travel is not None:
+        changes["world"] = attrs.evolve(arch.world, travel=tuple(args.travel))
+    if args.patch is not None:
+        changes["patch"] = tuple(args.patch)
+    if args.init_from is not None:
+        config = json.loads((args.init_from / "transformer" / "config.json").read_text(encoding="utf-8"))
+        changes["patch"] = tuple(config["patch_size"])
+    return attrs.evolve(arch, **changes)
 
 
 def flow_settings(args: argparse.Namespace) -> FlowTraining:
@@ -378,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    arch = architecture(args.arch)
+    arch = configured(architecture(args.arch), args)
     sampling = SamplingSettings(**arch.sampling_overrides())
     flow = flow_settings(args)
 

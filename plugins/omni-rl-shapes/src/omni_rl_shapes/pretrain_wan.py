@@ -83,14 +83,14 @@ def wan_motion_shape() -> Any:
     )
 
 
-def _build_transformer(shape: Any, seed: int) -> Any:
-    """The tiny builder's transformer with :data:`PATCH` (same seed rule)."""
+def _build_transformer(shape: Any, seed: int, patch: tuple[int, int, int]) -> Any:
+    """The tiny builder's transformer with (frames, height, width) patches ``patch`` (same seed rule)."""
     import torch
     from omni_rl_wan.tiny import tiny_transformer
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed * 8 + 0)
-        return tiny_transformer(shape, patch_size=PATCH)
+        return tiny_transformer(shape, patch_size=patch)
 
 
 def image_vae_weights(directory: Path) -> dict[str, Any]:
@@ -143,6 +143,8 @@ class WanArchitecture:
     vae_init: str | None = "qwen_image"
     image_size: int = 32
     world: MotionWorld = attrs.field(factory=lambda: MotionWorld(frames=FRAMES))
+    #: the transformer's (frames, height, width) patch (``--patch``)
+    patch: tuple[int, int, int] = PATCH
     name: str = "wan"
     pipeline_class: str = "WanPipeline"
 
@@ -154,7 +156,8 @@ class WanArchitecture:
     def shape_record(self) -> dict[str, Any]:
         return attrs.asdict(self.shape) | {
             "vae": attrs.asdict(self.vae_shape),
-            "patch_size": list(PATCH),
+            "patch_size": list(self.patch),
+            "travel": list(self.world.travel),
             "vae_init": None if self.vae_init is None else f"package:omni_rl_shapes:{self.vae_init} vae, past taps 0",
             "num_frames": self.world.frames,
         }
@@ -166,7 +169,7 @@ class WanArchitecture:
 
         built = build_tiny_wan_pipeline(directory, seed=seed, shape=self.shape)
         for name, module in (
-            ("transformer", _build_transformer(self.shape, seed)),
+            ("transformer", _build_transformer(self.shape, seed, self.patch)),
             ("vae", _build_vae(self.vae_shape, self.shape.latent_channels, seed, self._vae_init_dir())),
         ):
             shutil.rmtree(built / name)
@@ -175,7 +178,7 @@ class WanArchitecture:
         marker = json.loads(marker_path.read_text(encoding="utf-8"))
         marker["vae_shape"] = attrs.asdict(self.vae_shape)
         marker["vae_init"] = self.vae_init
-        marker["patch_size"] = list(PATCH)
+        marker["patch_size"] = list(self.patch)
         marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         return built
 

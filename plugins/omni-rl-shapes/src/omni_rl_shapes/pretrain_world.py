@@ -68,9 +68,11 @@ class ImageWorld:
 
 @attrs.frozen
 class MotionWorld:
-    """Clips of single-object motion prompts (:mod:`motion_prompts`), ``frames`` long, with a motion flaw."""
+    """Clips of single-object motion prompts (:mod:`motion_prompts`), ``frames`` long, each object travelling a
+    distance drawn from ``travel`` (fractions of the side), with a motion flaw."""
 
     frames: int = 5
+    travel: tuple[float, float] = (0.2, 0.3)
     name: str = "motion"
 
     def prompts(self, split: str) -> list[str]:
@@ -81,7 +83,7 @@ class MotionWorld:
     def render(self, prompt: str, size: int, seed: int) -> np.ndarray:
         from omni_rl_shapes.motion_render import render_clip
 
-        return render_clip(prompt, size, self.frames, seed)
+        return render_clip(prompt, size, self.frames, seed, travel=self.travel)
 
     def render_train(self, prompt: str, size: int, seed: int, args: Any) -> np.ndarray:
         """A clean clip, or with probability ``--flaw-rate`` the ``--flaw`` one; the coin has its own generator,
@@ -89,7 +91,7 @@ class MotionWorld:
         from omni_rl_shapes.motion_render import render_clip
 
         flawed = args.flaw is not None and np.random.default_rng([_FLAW_SEED, seed]).random() < args.flaw_rate
-        return render_clip(prompt, size, self.frames, seed, flaw=args.flaw if flawed else None)
+        return render_clip(prompt, size, self.frames, seed, flaw=args.flaw if flawed else None, travel=self.travel)
 
     def scores(self, samples: np.ndarray, prompts: Sequence[str]) -> list[float]:
         from omni_rl_shapes.motion_verify import verify_clip
