@@ -139,3 +139,18 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     assert model.latent_shape(32, 32, 5) == (16, 5, 16, 16)
     assert tuple(model.transformer.config.patch_size) == (1, 2, 2)  # --patch: 320 video tokens per clip
     assert record["model"]["travel"] == [0.4, 0.5] and record["model"]["patch_size"] == [1, 2, 2]
+
+
+def test_logit_mean_moves_the_noise_level_draw_up() -> None:
+    """``--logit-mean`` reaches the trainer's sigma draw: at 1.5 most training noise levels sit above 0.86, the
+    level from which a clip's direction of travel is already visible to the motion model."""
+    import torch
+    from omni_rl_shapes.flow_matching import sample_sigmas
+
+    settings = pretrain.flow_settings(pretrain.parse_args(["--logit-mean", "1.5"]))
+    assert settings.logit_mean == 1.5
+    high = sample_sigmas(20_000, settings, 3.0, torch.Generator().manual_seed(0))
+    default = sample_sigmas(
+        20_000, pretrain.flow_settings(pretrain.parse_args([])), 3.0, torch.Generator().manual_seed(0)
+    )
+    assert (high > 0.86).float().mean() > 0.6 > 0.3 > (default > 0.86).float().mean()

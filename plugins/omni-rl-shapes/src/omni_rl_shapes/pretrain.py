@@ -134,6 +134,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="decay the learning rate to 0 over --steps along a cosine (an annealing stage)",
     )
     parser.add_argument("--ema-decay", type=float, default=FlowTraining().ema_decay)
+    parser.add_argument(
+        "--logit-mean",
+        type=float,
+        default=FlowTraining().logit_mean,
+        help="mean of the logit-normal noise-level draw (SD3's --logit_mean; above 0 trains more at high noise, "
+        "where a clip's layout and direction of travel are decided)",
+    )
     parser.add_argument("--images-per-prompt", type=int, default=48, help="rendered scenes per train prompt")
     parser.add_argument("--eval-every", type=int, default=200)
     parser.add_argument("--eval-from", type=int, default=800, help="first step to evaluate at")
@@ -247,6 +254,7 @@ def flow_settings(args: argparse.Namespace) -> FlowTraining:
         batch_size=args.batch_size,
         lr=args.lr,
         ema_decay=args.ema_decay,
+        logit_mean=args.logit_mean,
         cosine_decay_steps=args.steps if args.cosine_decay else 0,
     )
 
