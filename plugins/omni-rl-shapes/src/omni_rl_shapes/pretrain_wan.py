@@ -11,8 +11,16 @@ offline, shift-3 flow-matching scheduler) with its transformer and VAE resized f
   one core: measured, 400-500 steps (10-14 minutes) of a 4x spatial (4x or no temporal) one reconstruct val clips
   that the verifier scores 0.17-0.33. The real model's 8x / 4x is what a 14B model on 480p needs; at 32 px it
   leaves a 4x4 latent per frame;
-- a ``WanTransformer3DModel`` with (1, 4, 4) patches instead of (1, 2, 2), so a 5-frame clip's 5 latent frames of
-  16x16 are 5 x 16 = 80 video tokens: the patch embedding does the compression a stronger VAE would.
+- a ``WanTransformer3DModel`` with Wan's own (1, 2, 2) patches: a 5-frame clip's 5 latent frames of 16x16 are
+  5 x 64 = 320 video tokens of 4x4 px. The clips travel 0.4-0.55 of the side (:data:`TRAVEL`), 3.2-4.4 px a frame:
+  about one token, the offset relative attention copies across. Measured: (1, 4, 4) patches (80 tokens of 8x8 px,
+  4x cheaper a step) still drew every object in one place after 1200-3100 steps, at either travel.
+
+Motion is decided at the highest noise levels: a Wan transformer knows where a token sits in time only through
+3-D RoPE, which is relative, and this VAE codes each frame alone, so from i.i.d. noise the one absolute-time cue
+is where the sequence ends. Measured on a 882-step clean model: sampled from pure noise its clips stand still
+(motion 0.145), but started from val clips noised to sigma 0.86 it moves every object the asked way (motion
+1.000). ``--logit-mean 1.5`` (most training noise levels above 0.86) is what teaches the direction from noise.
 
 The handle is omni-rl's ``wan`` model (full fine-tuning, float32, CPU), so pretraining encodes prompts, predicts
 velocities and samples val clips through the code RL runs.
@@ -36,11 +44,14 @@ from omni_rl_shapes.evaluate import SamplingSettings, sample_model, save_grid
 from omni_rl_shapes.pretrain_vae import to_tensor
 from omni_rl_shapes.pretrain_world import MotionWorld
 
-#: frames per clip: the verifier needs a few (each step moves the object 0.05-0.075 of the side, under its
-#: max_jump); 5 = 1 + 4k also fits the real Wan VAE's temporal compression
+#: frames per clip: the verifier needs a few (each step moves the object 0.1-0.14 of the side, under its
+#: max_jump of 0.15); 5 = 1 + 4k also fits the real Wan VAE's temporal compression
 FRAMES = 5
-#: the transformer's (frames, height, width) patch
-PATCH = (1, 4, 4)
+#: the transformer's (frames, height, width) patch (``--patch``): Wan's own
+PATCH = (1, 2, 2)
+#: the range a training clip's travel is drawn from (``--travel``, fractions of the side): about one 4 px token
+#: a frame with :data:`PATCH`
+TRAVEL = (0.4, 0.55)
 #: the RL example's text length; the pretraining saw this many UMT5 tokens per prompt
 MAX_SEQUENCE_LENGTH = 32
 
@@ -66,9 +77,9 @@ class WanVaeShape:
 
 def wan_motion_shape() -> Any:
     """4 Wan blocks of width 128 (4 heads x 32: RoPE splits each head 12 / 10 / 10 over frame, height, width),
-    FFN 512, and a 2-layer UMT5 of width 32: ~1.27M transformer weights, 2.5 MB in float16. Width 128 because a
-    (1, 4, 4) patch of 16 latent channels is 256 numbers: measured, width 64 (0.35M weights, a 4x narrower
-    bottleneck) plateaus near val 0.02 after 1200 steps, with blob-shaped objects."""
+    FFN 512, and a 2-layer UMT5 of width 32: ~1.2M transformer weights, 2.5 MB in float16. Measured with (1, 4, 4)
+    patches (256 numbers a token), width 64 (0.35M weights) plateaued near val 0.02 after 1200 steps, with
+    blob-shaped objects."""
     from omni_rl_wan.tiny import TinyWanShape
 
     return TinyWanShape(
@@ -142,7 +153,7 @@ class WanArchitecture:
     #: the image VAE the motion VAE starts from (None: random, trained by the VAE stage)
     vae_init: str | None = "qwen_image"
     image_size: int = 32
-    world: MotionWorld = attrs.field(factory=lambda: MotionWorld(frames=FRAMES))
+    world: MotionWorld = attrs.field(factory=lambda: MotionWorld(frames=FRAMES, travel=TRAVEL))
     #: the transformer's (frames, height, width) patch (``--patch``)
     patch: tuple[int, int, int] = PATCH
     name: str = "wan"
@@ -163,7 +174,7 @@ class WanArchitecture:
         }
 
     def build(self, directory: Path, seed: int) -> Path:
-        """The tiny builder's pipeline with its transformer and VAE replaced by (1, 4, 4)-patch and
+        """The tiny builder's pipeline with its transformer and VAE replaced by :attr:`patch`-patch and
         :class:`WanVaeShape` ones."""
         from omni_rl_wan.tiny import TINY_MARKER, build_tiny_wan_pipeline
 
