@@ -154,3 +154,21 @@ def test_logit_mean_moves_the_noise_level_draw_up() -> None:
         20_000, pretrain.flow_settings(pretrain.parse_args([])), 3.0, torch.Generator().manual_seed(0)
     )
     assert (high > 0.86).float().mean() > 0.6 > 0.3 > (default > 0.86).float().mean()
+
+
+def test_a_continued_run_keeps_its_model_s_patch_and_travel(tmp_path: Path) -> None:
+    """--init-from: the transformer's patch and the record's travel, unless --travel says otherwise."""
+    pytest.importorskip("omni_rl_wan")
+    init = tmp_path / "stage"
+    (init / "transformer").mkdir(parents=True)
+    (init / "model_index.json").write_text(json.dumps({"_class_name": "WanPipeline"}))
+    (init / "transformer" / "config.json").write_text(json.dumps({"patch_size": [1, 4, 4]}))
+    (init / RECORD_FILE).write_text(json.dumps({"model": {"travel": [0.2, 0.3]}}))
+
+    def arch_for(*extra: str) -> object:
+        args = pretrain.parse_args(["--arch", "wan", "--init-from", str(init), *extra])
+        return pretrain.configured(pretrain.architecture("wan"), args)
+
+    kept = arch_for()
+    assert kept.patch == (1, 4, 4) and kept.world.travel == (0.2, 0.3)
+    assert arch_for("--travel", "0.3", "0.4").world.travel == (0.3, 0.4)

@@ -20,6 +20,8 @@ from omni_rl_shapes.scenes import COLORS, Obj
 #: how far the objects travel over a clip, as a fraction of the image side (the still grammar's objects, 0.24-0.34
 #: of the side, fit any travel up to 0.6 of it with their border)
 DISTANCE_RANGE: tuple[float, float] = (0.2, 0.3)
+#: the longest travel a layout fits (fraction of the side)
+MAX_TRAVEL = 0.6
 FRAMES = 8
 Flaw = Literal["reverse", "still", "flicker", "recolor"]
 _MAX_TRIES = 500
@@ -34,14 +36,23 @@ def _inside(placed: list[Placed], dx: float, dy: float) -> bool:
     return True
 
 
+def travel_problem(travel: tuple[float, float]) -> str | None:
+    """What is wrong with a travel range, or None: the one check behind render_clip's and pretrain's errors."""
+    low, high = travel
+    if 0.0 < low <= high <= MAX_TRAVEL:
+        return None
+    return f"travel must satisfy 0 < LOW <= HIGH <= {MAX_TRAVEL} (fractions of the side), got {tuple(travel)}"
+
+
 def motion_layout(
     scene: MotionScene, rng: np.random.Generator, travel: tuple[float, float] = DISTANCE_RANGE
 ) -> tuple[list[Placed], tuple[float, float]]:
     """A first-frame layout of the still scene and the clip's displacement (dx, dy) that keeps it inside: the
     distance is drawn uniformly from ``travel`` (fractions of the side)."""
+    problem = travel_problem(travel)
+    if problem is not None:
+        raise ValueError(problem)
     low, high = travel
-    if not 0.0 < low <= high <= 0.6:
-        raise ValueError(f"travel must satisfy 0 < low <= high <= 0.6 (fractions of the side), got {travel}")
     ux, uy = VECTORS[scene.direction]
     for _ in range(_MAX_TRIES):
         distance = float(rng.uniform(low, high))

@@ -51,6 +51,7 @@ from omni_rl_sd3.tiny import TINY_MARKER
 
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
 from omni_rl_shapes.flow_matching import FlowMatchingTrainer, FlowTraining
+from omni_rl_shapes.motion_render import travel_problem
 from omni_rl_shapes.pretrain_arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture, save_trained
 from omni_rl_shapes.pretrain_vae import VAETraining, from_tensor, to_tensor, train_vae
 from omni_rl_shapes.pretrain_world import MOTION_FLAWS, World
@@ -175,7 +176,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar=("LOW", "HIGH"),
         default=None,
         help="--arch wan: the range a training clip's travel is drawn from, fractions of the side (default: the "
-        "world's)",
+        "arch's; a continued run keeps its model's)",
     )
     parser.add_argument(
         "--patch",
@@ -212,8 +213,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--stray-rate is the image models'; the motion model's flaw is --flaw with --flaw-rate")
     if not motion and (args.travel is not None or args.patch is not None):
         parser.error("--travel and --patch are the motion model's (--arch wan)")
-    if args.travel is not None and not 0.0 < args.travel[0] <= args.travel[1] <= 0.6:
-        parser.error(f"--travel LOW HIGH needs 0 < LOW <= HIGH <= 0.6 (fractions of the side), got {args.travel}")
+    if args.travel is not None and (problem := travel_problem(tuple(args.travel))) is not None:
+        parser.error(f"--travel: {problem}")
     if args.patch is not None and (min(args.patch) < 1 or args.init_from is not None):
         parser.error("--patch takes three positive sizes, and only when the model is built (not with --init-from)")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
@@ -233,18 +234,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
-    """The architecture with the motion model's ``--travel`` and ``--patch`` applied; a continued run
-    (``--init-from``) records the patch its transformer was built with."""
+    """The architecture with the motion model's ``--travel`` and ``--patch`` applied. A continued run
+    (``--init-from``) keeps the patch its transformer was built with and, without ``--travel``, the travel its
+    record names, so a later stage trains on the clips the earlier ones did."""
     if arch.name != "wan":
         return arch
-    changes: dict[str, Any] = {}
-    if args.travel is not None:
-        changes["world"] = attrs.evolve(arch.world, travel=tuple(args.travel))
-    if args.patch is not None:
-        changes["patch"] = tuple(args.patch)
+    travel, patch = args.travel, args.patch
     if args.init_from is not None:
         config = json.loads((args.init_from / "transformer" / "config.json").read_text(encoding="utf-8"))
-        changes["patch"] = tuple(config["patch_size"])
+        patch = config["patch_size"]
+        if travel is None:
+            travel = (_init_record(args.init_from) or {}).get("model", {}).get("travel")
+    changes: dict[str, Any] = {}
+    if travel is not None:
+        changes["world"] = attrs.evolve(arch.world, travel=tuple(travel))
+    if patch is not None:
+        changes["patch"] = tuple(patch)
     return attrs.evolve(arch, **changes)
 
 

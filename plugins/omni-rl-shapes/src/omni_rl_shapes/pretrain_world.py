@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
+from omni_rl_shapes.motion_render import DISTANCE_RANGE
+
 #: the values of ``--flaw`` (motion_render.Flaw)
 MOTION_FLAWS = ("reverse", "still", "flicker", "recolor")
 #: offset of the generator that decides whether a motion training clip is flawed (apart from its layout's seed)
@@ -72,7 +74,7 @@ class MotionWorld:
     distance drawn from ``travel`` (fractions of the side), with a motion flaw."""
 
     frames: int = 5
-    travel: tuple[float, float] = (0.2, 0.3)
+    travel: tuple[float, float] = DISTANCE_RANGE
     name: str = "motion"
 
     def prompts(self, split: str) -> list[str]:
