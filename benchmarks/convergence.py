@@ -34,6 +34,8 @@ CONFIGS = {
     "dance_grpo": "docs/examples/shapes_dance_grpo.toml",
     "grpo_guard": "docs/examples/shapes_grpo_guard.toml",
     "flow_dppo": "docs/examples/shapes_flow_dppo.toml",
+    # text-to-video: Flow-GRPO on the shapes-in-motion Wan model (omni-rl-shapes-motion), the shapes_motion reward
+    "shapes_motion": "docs/examples/shapes_motion.toml",
 }
 
 

@@ -1,8 +1,9 @@
-"""The shipped shapes-in-motion model (``package:omni_rl_shapes:pretrained_wan_motion``): its record says how it
-was made, it loads through the ``wan`` model plugin by package path and samples clips, its recorded val reward
-is what the evaluation measures again, and docs/examples/shapes_motion.toml checks and runs (shrunk).
+"""The shipped shapes-in-motion model (``package:omni_rl_shapes_motion:pretrained_wan_motion``, the
+omni-rl-shapes-motion package): its record says how it was made, it loads through the ``wan`` model plugin by
+package path and samples clips, its recorded val reward is what the evaluation measures again, and
+docs/examples/shapes_motion.toml checks and runs (shrunk).
 
-omni-rl-shapes does not depend on omni-rl-wan, so everything that loads the model skips without it."""
+omni-rl-shapes depends on neither omni-rl-wan nor omni-rl-shapes-motion, so everything here skips without them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from omni_rl_shapes.pretrain import REQUIRED_BAND
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "shapes_motion.toml"
-PACKAGE_PATH = "package:omni_rl_shapes:pretrained_wan_motion"
+PACKAGE_PATH = "package:omni_rl_shapes_motion:pretrained_wan_motion"
 
 
 def _shipped() -> bool:

@@ -54,6 +54,14 @@ def test_an_unknown_architecture_is_named() -> None:
         omni_rl_shapes.pretrained_path("flux")
 
 
+def test_a_model_in_a_package_not_installed_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The motion model ships in its own package (omni-rl-shapes-motion); without it the error says what to install."""
+    monkeypatch.setitem(omni_rl_shapes.PRETRAINED_DIRS, "wan", ("omni_rl_no_such_package", "pretrained_wan_motion"))
+    with pytest.raises(FileNotFoundError, match=r"not installed \(pip install omni-rl-no-such-package\)"):
+        omni_rl_shapes.pretrained_path("wan")
+    assert omni_rl_shapes.pretrained_package_path("wan") == "package:omni_rl_no_such_package:pretrained_wan_motion"
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_sd3_val_reward_is_in_band(monkeypatch: pytest.MonkeyPatch) -> None:
     """Re-measure what the record claims, with the recorded sampling settings (about 20 s on one core)."""

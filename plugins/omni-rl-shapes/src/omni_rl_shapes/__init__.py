@@ -27,23 +27,54 @@ def read_prompts(split: str) -> list[str]:
     return (_PACKAGE_DIR / "prompts" / f"{split}.txt").read_text(encoding="utf-8").splitlines()
 
 
-#: the shipped pretrained pipelines, by architecture (``package:omni_rl_shapes:<directory>`` in a config)
-PRETRAINED_DIRS = {"sd3": "pretrained", "qwen_image": "pretrained_qwen_image", "wan": "pretrained_wan_motion"}
+#: the shipped pretrained pipelines, by architecture: (package, directory), ``package:<package>:<directory>`` in
+#: a config. The motion model is a package of its own (omni-rl-shapes-motion) so that each stays under 20 MB.
+PRETRAINED_DIRS = {
+    "sd3": ("omni_rl_shapes", "pretrained"),
+    "qwen_image": ("omni_rl_shapes", "pretrained_qwen_image"),
+    "wan": ("omni_rl_shapes_motion", "pretrained_wan_motion"),
+}
+
+
+def pretrained_package_path(arch: str = "sd3") -> str:
+    """``package:<package>:<directory>`` of the shipped pipeline of ``arch``: what a config's model path says."""
+    if arch not in PRETRAINED_DIRS:
+        raise ValueError(f"arch must be one of {sorted(PRETRAINED_DIRS)}, got {arch!r}")
+    package, directory = PRETRAINED_DIRS[arch]
+    return f"package:{package}:{directory}"
 
 
 def pretrained_path(arch: str = "sd3") -> Path:
     """Directory of the shipped tiny pipeline of ``arch`` (``"sd3"``: ``StableDiffusion3Pipeline``;
-    ``"qwen_image"``: ``QwenImagePipeline``; ``"wan"``: the shapes-in-motion ``WanPipeline``), in diffusers
-    ``save_pretrained`` layout, for loading by path.
+    ``"qwen_image"``: ``QwenImagePipeline``; ``"wan"``: the shapes-in-motion ``WanPipeline``, shipped by
+    omni-rl-shapes-motion), in diffusers ``save_pretrained`` layout, for loading by path.
 
-    Raises ``FileNotFoundError`` when the package was built without it (``python -m omni_rl_shapes.pretrain``
-    with ``--arch`` writes one; the plugin README has the recipe).
+    Raises ``FileNotFoundError`` when it is not installed (``pip install omni-rl-shapes-motion`` for ``"wan"``),
+    or the package was built without it (``python -m omni_rl_shapes.pretrain`` with ``--arch`` writes one; the
+    plugin README has the recipe). The package is found without importing it, as ``package:`` paths are.
     """
     if arch not in PRETRAINED_DIRS:
         raise ValueError(f"arch must be one of {sorted(PRETRAINED_DIRS)}, got {arch!r}")
-    path = _PACKAGE_DIR / PRETRAINED_DIRS[arch]
+    package, directory = PRETRAINED_DIRS[arch]
+    base = _PACKAGE_DIR if package == __name__ else _installed_package_dir(package)
+    if base is None:
+        raise FileNotFoundError(
+            f"no pretrained shapes pipeline for --arch {arch}: package {package} is not installed "
+            f"(pip install {package.replace('_', '-')})"
+        )
+    path = base / directory
     if not (path / "model_index.json").is_file():
         raise FileNotFoundError(
             f"no pretrained shapes pipeline at {path}; create it with python -m omni_rl_shapes.pretrain --arch {arch}"
         )
     return path
+
+
+def _installed_package_dir(package: str) -> Path | None:
+    """The directory of an installed top-level package, or None; found without running its code."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
