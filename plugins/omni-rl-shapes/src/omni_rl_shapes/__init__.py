@@ -1,6 +1,6 @@
 """Shapes: a CPU-sized text-to-image RL benchmark for omni-rl (renderer, verifier reward, pretrained tiny SD3
-and Qwen-Image pipelines), and its text-to-video side, shapes in motion (clip renderer and verifier reward, a
-pretrained tiny Wan pipeline).
+and Qwen-Image pipelines), and its text-to-video side, shapes in motion (clip renderer and verifier reward; its
+pretrained tiny Wan pipeline ships in omni-rl-shapes-motion).
 
 This module stays import-light (``hooks.py`` imports it): the renderer, verifier and pretraining code live in
 their own modules and pull in numpy / PIL / torch only when imported.
@@ -49,32 +49,24 @@ def pretrained_path(arch: str = "sd3") -> Path:
     ``"qwen_image"``: ``QwenImagePipeline``; ``"wan"``: the shapes-in-motion ``WanPipeline``, shipped by
     omni-rl-shapes-motion), in diffusers ``save_pretrained`` layout, for loading by path.
 
-    Raises ``FileNotFoundError`` when it is not installed (``pip install omni-rl-shapes-motion`` for ``"wan"``),
-    or the package was built without it (``python -m omni_rl_shapes.pretrain`` with ``--arch`` writes one; the
-    plugin README has the recipe). The package is found without importing it, as ``package:`` paths are.
+    Resolved as a config's ``package:`` path is (:func:`omni_rl.package_paths.package_path`: the package found
+    without running its code). Raises ``FileNotFoundError`` when its package is not installed (``pip install
+    omni-rl-shapes-motion`` for ``"wan"``) or was built without it (``python -m omni_rl_shapes.pretrain`` with
+    ``--arch`` writes one; the plugin README has the recipe).
     """
-    if arch not in PRETRAINED_DIRS:
-        raise ValueError(f"arch must be one of {sorted(PRETRAINED_DIRS)}, got {arch!r}")
-    package, directory = PRETRAINED_DIRS[arch]
-    base = _PACKAGE_DIR if package == __name__ else _installed_package_dir(package)
-    if base is None:
-        raise FileNotFoundError(
-            f"no pretrained shapes pipeline for --arch {arch}: package {package} is not installed "
-            f"(pip install {package.replace('_', '-')})"
-        )
-    path = base / directory
+    from omni_rl.errors import ConfigError
+    from omni_rl.package_paths import package_path
+
+    spec = pretrained_package_path(arch)
+    package = PRETRAINED_DIRS[arch][0]
+    remedy = (
+        f"if it is not installed (pip install {package.replace('_', '-')}), install it; else create the pipeline "
+        f"with python -m omni_rl_shapes.pretrain --arch {arch}"
+    )
+    try:
+        path = package_path(spec, what=f"the pretrained {arch} pipeline")
+    except ConfigError as error:
+        raise FileNotFoundError(f"no pretrained shapes pipeline for --arch {arch}: {error.message}; {remedy}") from None
     if not (path / "model_index.json").is_file():
-        raise FileNotFoundError(
-            f"no pretrained shapes pipeline at {path}; create it with python -m omni_rl_shapes.pretrain --arch {arch}"
-        )
+        raise FileNotFoundError(f"no pretrained shapes pipeline at {path} (no model_index.json); {remedy}")
     return path
-
-
-def _installed_package_dir(package: str) -> Path | None:
-    """The directory of an installed top-level package, or None; found without running its code."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).resolve()
