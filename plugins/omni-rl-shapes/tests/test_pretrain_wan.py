@@ -172,3 +172,95 @@ def test_a_continued_run_keeps_its_model_s_patch_and_travel(tmp_path: Path) -> N
     kept = arch_for()
     assert kept.patch == (1, 4, 4) and kept.world.travel == (0.2, 0.3)
     assert arch_for("--travel", "0.3", "0.4").world.travel == (0.3, 0.4)
+    assert kept.world.frames == 5  # the arch's: the record names none
+
+
+def test_a_continued_run_takes_its_clip_length_and_a_new_patch(tmp_path: Path) -> None:
+    """--init-from keeps the record's clip length; --frames and --patch change them, and a clip must be a whole
+    number of tokens in time."""
+    pytest.importorskip("omni_rl_wan")
+    init = tmp_path / "stage"
+    (init / "transformer").mkdir(parents=True)
+    (init / "model_index.json").write_text(json.dumps({"_class_name": "WanPipeline"}))
+    (init / "transformer" / "config.json").write_text(json.dumps({"patch_size": [2, 2, 2]}))
+    (init / RECORD_FILE).write_text(json.dumps({"model": {"num_frames": 6}}))
+
+    def arch_for(*extra: str) -> object:
+        args = pretrain.parse_args(["--arch", "wan", "--init-from", str(init), *extra])
+        return pretrain.configured(pretrain.architecture("wan"), args)
+
+    kept = arch_for()
+    assert kept.world.frames == 6 and kept.patch == (2, 2, 2)
+    assert kept.sampling_overrides()["num_frames"] == 6 and kept.shape_record()["num_frames"] == 6
+    assert arch_for("--frames", "8").world.frames == 8
+    with pytest.raises(SystemExit, match="not a multiple of the patch's 2 frames"):
+        arch_for("--frames", "5")
+    assert arch_for("--frames", "5", "--patch", "1", "2", "2").patch == (1, 2, 2)
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--frames", "6"])  # the image models' clips are one frame
+    with pytest.raises(SystemExit):
+        pretrain.parse_args(["--arch", "wan", "--frames", "1"])
+
+
+def test_inflating_the_patch_in_time_keeps_the_model_on_clips_of_repeated_frames(tmp_path: Path) -> None:
+    """A (1, 2, 2) transformer inflated to (2, 2, 2) predicts, for a clip whose frames come in equal pairs, the old
+    model's velocity of the clip without the repeats, on both frames of each pair; spatial changes are refused."""
+    pytest.importorskip("omni_rl_wan")
+    import torch
+    from diffusers import WanTransformer3DModel
+    from omni_rl_shapes.pretrain_wan import inflate_patch
+
+    torch.manual_seed(0)
+    old = WanTransformer3DModel(
+        patch_size=(1, 2, 2),
+        num_attention_heads=2,
+        attention_head_dim=12,
+        in_channels=4,
+        out_channels=4,
+        text_dim=8,
+        freq_dim=16,
+        ffn_dim=32,
+        num_layers=1,
+        rope_max_seq_len=32,
+    )
+    for parameter in old.parameters():  # away from the zero-initialised heads, so the check sees every weight
+        parameter.data.add_(0.05 * torch.randn_like(parameter))
+    old.save_pretrained(tmp_path / "transformer")
+    assert inflate_patch(tmp_path / "transformer", (2, 2, 2)) == (1, 2, 2)
+    new = WanTransformer3DModel.from_pretrained(tmp_path / "transformer")
+    assert tuple(new.config.patch_size) == (2, 2, 2)
+    x, t, text = torch.randn(2, 4, 3, 8, 8), torch.tensor([300.0, 900.0]), torch.randn(2, 5, 8)
+    with torch.no_grad():
+        before = old(x, t, text, return_dict=False)[0]
+        after = new(x.repeat_interleave(2, dim=2), t, text, return_dict=False)[0]
+    assert after.shape == (2, 4, 6, 8, 8)
+    assert torch.allclose(after, before.repeat_interleave(2, dim=2), atol=1e-5)
+    assert not torch.allclose(after[:, :, 0], after[:, :, 2], atol=1e-3)
+    with pytest.raises(ValueError, match="only the frame size grows"):
+        inflate_patch(tmp_path / "transformer", (2, 4, 4))
+    with pytest.raises(ValueError, match="only the frame size grows"):
+        inflate_patch(tmp_path / "transformer", (3, 2, 2))
+
+
+def test_frames_are_encoded_alone_so_any_clip_length_keeps_every_frame() -> None:
+    """encode_frames equals the VAE's whole-clip encoding where that one takes the clip (1 + 4k frames), and keeps
+    all 6 frames of a 6-frame clip, which AutoencoderKLWan.encode cuts to 5."""
+    pytest.importorskip("omni_rl_wan")
+    import torch
+    from omni_rl_shapes import pretrained_path
+    from omni_rl_shapes.pretrain_vae import to_tensor
+    from omni_rl_shapes.pretrain_wan import WanVaeShape, _build_vae, encode_frames
+
+    vae = _build_vae(WanVaeShape(), 16, 0, pretrained_path("qwen_image") / "vae")
+    prompts = MotionWorld().prompts("val")[:2]
+    five = np.stack([MotionWorld(frames=5).render(p, 32, i) for i, p in enumerate(prompts)])
+    six = np.stack([MotionWorld(frames=6).render(p, 32, i) for i, p in enumerate(prompts)])
+    with torch.no_grad():
+        whole = vae.encode(to_tensor(five)).latent_dist.mean
+        cut = vae.encode(to_tensor(six)).latent_dist.mean
+    assert torch.allclose(encode_frames(vae, five), whole, atol=1e-5)
+    latents = encode_frames(vae, six)
+    assert cut.shape[2] == 5 and latents.shape == (2, 16, 6, 16, 16)
+    with torch.no_grad():
+        last = vae.encode(to_tensor(six[:, 5:6])).latent_dist.mean
+    assert torch.allclose(latents[:, :, 5:6], last, atol=1e-5)

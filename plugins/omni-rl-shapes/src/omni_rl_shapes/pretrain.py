@@ -184,8 +184,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs=3,
         metavar=("F", "H", "W"),
         default=None,
-        help="--arch wan: the transformer's (frames, height, width) patch when it is built (default: the arch's; a "
-        "continued run keeps its model's)",
+        help="--arch wan: the transformer's (frames, height, width) patch (default: the arch's; a continued run "
+        "keeps its model's, or with --patch inflates its transformer's patch in time: pretrain_wan.inflate_patch)",
+    )
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=None,
+        help="--arch wan: frames per clip, a multiple of the patch's frame size (default: the arch's; a continued run "
+        "keeps its model's)",
     )
     parser.add_argument(
         "--save-dtype",
@@ -211,12 +218,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--flaw and --flaw-rate are the motion model's (--arch wan); still images use --stray-rate")
     if motion and args.stray_rate:
         parser.error("--stray-rate is the image models'; the motion model's flaw is --flaw with --flaw-rate")
-    if not motion and (args.travel is not None or args.patch is not None):
-        parser.error("--travel and --patch are the motion model's (--arch wan)")
+    if not motion and (args.travel is not None or args.patch is not None or args.frames is not None):
+        parser.error("--travel, --patch and --frames are the motion model's (--arch wan)")
+    if args.frames is not None and args.frames < 2:
+        parser.error(f"--frames must be at least 2, got {args.frames}")
     if args.travel is not None and (problem := travel_problem(tuple(args.travel))) is not None:
         parser.error(f"--travel: {problem}")
-    if args.patch is not None and (min(args.patch) < 1 or args.init_from is not None):
-        parser.error("--patch takes three positive sizes, and only when the model is built (not with --init-from)")
+    if args.patch is not None and min(args.patch) < 1:
+        parser.error("--patch takes three positive sizes")
     if args.init_from is not None and not (args.init_from / "model_index.json").is_file():
         parser.error(f"--init-from {args.init_from} is not a pipeline directory (no model_index.json)")
     try:
@@ -234,23 +243,34 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
-    """The architecture with the motion model's ``--travel`` and ``--patch`` applied. A continued run
-    (``--init-from``) keeps the patch its transformer was built with and, without ``--travel``, the travel its
-    record names, so a later stage trains on the clips the earlier ones did."""
+    """The architecture with the motion model's ``--travel``, ``--patch`` and ``--frames`` applied. A continued run
+    (``--init-from``) keeps what it does not set from its model: the patch its transformer has, the travel and the
+    clip length its record names, so a later stage trains on the clips the earlier ones did. Raises SystemExit
+    when the clip length is not a whole number of the patch's frames."""
     if arch.name != "wan":
         return arch
-    travel, patch = args.travel, args.patch
+    travel, patch, frames = args.travel, args.patch, args.frames
     if args.init_from is not None:
         config = json.loads((args.init_from / "transformer" / "config.json").read_text(encoding="utf-8"))
-        patch = config["patch_size"]
-        if travel is None:
-            travel = (_init_record(args.init_from) or {}).get("model", {}).get("travel")
-    changes: dict[str, Any] = {}
+        patch = patch or config["patch_size"]
+        recorded = (_init_record(args.init_from) or {}).get("model", {})
+        travel = travel or recorded.get("travel")
+        frames = frames or recorded.get("num_frames")
+    world_changes: dict[str, Any] = {}
     if travel is not None:
-        changes["world"] = attrs.evolve(arch.world, travel=tuple(travel))
+        world_changes["travel"] = tuple(travel)
+    if frames is not None:
+        world_changes["frames"] = int(frames)
+    changes: dict[str, Any] = {"world": attrs.evolve(arch.world, **world_changes)}
     if patch is not None:
         changes["patch"] = tuple(patch)
-    return attrs.evolve(arch, **changes)
+    configured_arch = attrs.evolve(arch, **changes)
+    if configured_arch.world.frames % configured_arch.patch[0]:
+        raise SystemExit(
+            f"--frames {configured_arch.world.frames} is not a multiple of the patch's {configured_arch.patch[0]} "
+            "frames: set --frames or --patch so that a clip is a whole number of tokens in time"
+        )
+    return configured_arch
 
 
 def flow_settings(args: argparse.Namespace) -> FlowTraining:
@@ -445,6 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:  # continue: the same VAE, encoders and transformer, a fresh optimizer
             built = Path(shutil.copytree(args.init_from, staging / "pipeline"))
             (built / RECORD_FILE).unlink(missing_ok=True)
+            if args.patch is not None:
+                arch.inflate(built, tuple(args.patch))
             handle = arch.load(built, sampling)
             run.init = _init_record(args.init_from)
             run.vae = run.init.get("vae", {})

@@ -104,6 +104,40 @@ def _build_transformer(shape: Any, seed: int, patch: tuple[int, int, int]) -> An
         return tiny_transformer(shape, patch_size=patch)
 
 
+def inflate_patch(directory: Path, patch: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Re-patch the saved ``WanTransformer3DModel`` in ``directory`` to ``patch`` frames per token, in place;
+    returns the patch it had.
+
+    Inflation, as I3D inflates 2-D kernels into time: a token of ``p_t`` frames is embedded as the mean of the old
+    per-frame embeddings (each frame's kernel slice is the old kernel / ``p_t``) and the output head predicts the
+    old token's velocity for each of its frames, so every block, the text path and the time embedding carry over.
+    Only time is inflated (the spatial patch stays) and the new size must be a multiple of the old one. Why: with
+    one frame a token and a VAE that codes each frame alone, nothing in a token says which way time runs (RoPE is
+    relative), so the model reads the way of travel off the noise; a token of two frames holds their order in its
+    channels."""
+    import torch
+    from diffusers import WanTransformer3DModel
+
+    old = WanTransformer3DModel.from_pretrained(directory, torch_dtype=torch.float32)
+    before = tuple(old.config.patch_size)
+    if tuple(patch[1:]) != before[1:] or patch[0] % before[0]:
+        raise ValueError(
+            f"cannot inflate patch {list(before)} to {list(patch)}: only the frame size grows, by a whole factor"
+        )
+    factor = patch[0] // before[0]
+    new = WanTransformer3DModel.from_config({**old.config, "patch_size": tuple(patch)})
+    state = old.state_dict()
+    kernel = state["patch_embedding.weight"]  # (inner, in, t, h, w)
+    state["patch_embedding.weight"] = kernel.repeat_interleave(factor, dim=2) / factor
+    # proj_out's rows are laid out (p_t, p_h, p_w, C) (the transformer's unpatchify): one copy per new frame
+    state["proj_out.weight"] = state["proj_out.weight"].repeat(factor, 1)
+    state["proj_out.bias"] = state["proj_out.bias"].repeat(factor)
+    new.load_state_dict(state)
+    shutil.rmtree(directory)
+    new.save_pretrained(directory, safe_serialization=True)
+    return before
+
+
 def image_vae_weights(directory: Path) -> dict[str, Any]:
     """The state dict of an image shapes model's ``AutoencoderKLQwenImage`` with every causal convolution's
     past-frame taps set to 0: loaded into an ``AutoencoderKLWan`` of the same shape, each frame of a clip is then
@@ -193,6 +227,21 @@ class WanArchitecture:
         marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         return built
 
+    def inflate(self, directory: Path, patch: tuple[int, int, int]) -> None:
+        """A continued run's ``--patch``: :func:`inflate_patch` on the pipeline's transformer (a no-op when it has
+        that patch already), with the builder's marker updated."""
+        from omni_rl_wan.tiny import TINY_MARKER
+
+        config = json.loads((directory / "transformer" / "config.json").read_text(encoding="utf-8"))
+        if tuple(config["patch_size"]) == tuple(patch):
+            return
+        inflate_patch(directory / "transformer", patch)
+        marker_path = directory / TINY_MARKER
+        if marker_path.is_file():
+            marker = json.loads(marker_path.read_text(encoding="utf-8"))
+            marker["patch_size"] = list(patch)
+            marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
     def _vae_init_dir(self) -> Path | None:
         from omni_rl_shapes import pretrained_path
 
@@ -212,10 +261,8 @@ class WanArchitecture:
 
     def calibrate(self, handle: Any, clips: np.ndarray) -> dict[str, Any]:
         """Per-channel ``latents_mean`` / ``latents_std`` of the posterior means of ``clips``."""
-        import torch
 
-        with torch.no_grad():
-            z = handle.vae.encode(to_tensor(clips)).latent_dist.mean
+        z = encode_frames(handle.vae, clips)
         mean = z.mean(dim=(0, 2, 3, 4)).tolist()
         std = z.std(dim=(0, 2, 3, 4)).tolist()
         handle.vae.register_to_config(latents_mean=mean, latents_std=std)
@@ -228,12 +275,10 @@ class WanArchitecture:
         config = handle.vae.config
         mean = torch.tensor(config.latents_mean).view(1, -1, 1, 1, 1)
         std = torch.tensor(config.latents_std).view(1, -1, 1, 1, 1)
-        parts = []
-        with torch.no_grad():
-            for start in range(0, len(clips), batch_size):
-                z = handle.vae.encode(to_tensor(clips[start : start + batch_size])).latent_dist.mean
-                parts.append((z - mean) / std)
-        return torch.cat(parts)
+        parts = [
+            encode_frames(handle.vae, clips[start : start + batch_size]) for start in range(0, len(clips), batch_size)
+        ]
+        return (torch.cat(parts) - mean) / std
 
     def transformer(self, handle: Any) -> Any:
         return handle.transformer
@@ -260,6 +305,20 @@ class WanArchitecture:
         self, handle: Any, prompts: Sequence[str], sampling: SamplingSettings, grid_path: Path | None
     ) -> dict[str, float]:
         return clip_val_reward(handle, prompts, sampling, grid_path=grid_path)
+
+
+def encode_frames(vae: Any, clips: np.ndarray) -> Any:
+    """Posterior means (N, C, F, h, w) of uint8 clips (N, F, H, W, 3), each frame encoded as a clip of its own.
+
+    This VAE codes each frame alone (its past-frame taps are 0, :func:`image_vae_weights`), so that equals encoding
+    the clip whole, and it takes any frame count: ``AutoencoderKLWan.encode`` reads a clip in chunks of 1 + 4k
+    frames and drops the rest (6 frames would come back as 5 latent frames)."""
+    import torch
+
+    n, frames = clips.shape[:2]
+    with torch.no_grad():
+        z = vae.encode(to_tensor(clips.reshape(n * frames, 1, *clips.shape[2:]))).latent_dist.mean  # (NF, C, 1, h, w)
+    return z.reshape(n, frames, *z.shape[1:2], *z.shape[3:]).transpose(1, 2)
 
 
 def clip_val_reward(
