@@ -53,7 +53,8 @@ def test_the_record_says_how_it_was_made() -> None:
     record = read_record(omni_rl_shapes.pretrained_path("wan"))
     assert record["arch"] == "wan" and record["world"] == "motion"
     assert record["command"].startswith("python -m omni_rl_shapes.pretrain --arch wan")
-    assert record["sampling"]["num_frames"] == 5 and record["image_size"] == 32
+    assert record["sampling"]["num_frames"] == 6 and record["image_size"] == 32
+    assert record["model"]["patch_size"] == [2, 2, 2]  # two frames a token: the order of travel is in a token
     # a clean stage from random weights first, a flawed stage (clips moving the wrong way) last
     assert record["flaw"] == "reverse" and 0.0 < record["flaw_rate"] <= 1.0
     first, stages = record, 1
@@ -71,10 +72,10 @@ def test_the_wan_plugin_loads_it_by_package_path_and_samples_clips(one_thread: N
 
     model = _model()
     assert type(model).__name__ == "WanModel" and model.modality == "video"
-    settings = SamplingSettings(images_per_prompt=1, num_frames=5, max_sequence_length=32)
+    settings = SamplingSettings(images_per_prompt=1, num_frames=6, max_sequence_length=32)
     prompts = read_motion_prompts("val")[:2]
     _, clips = sample_model(model, prompts, settings)
-    assert clips.shape == (2, 5, 32, 32, 3) and clips.dtype == np.uint8
+    assert clips.shape == (2, 6, 32, 32, 3) and clips.dtype == np.uint8
     assert clips.std() > 10  # shapes on a white background, not a flat image
 
 
@@ -121,6 +122,7 @@ def test_reproduce_replays_its_stages(tmp_path: Path, capsys: pytest.CaptureFixt
     assert reproduce.main(["--arch", "wan", "--work", str(tmp_path / "w"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--arch wan" in out and "--flaw reverse" in out and not (tmp_path / "w").exists()
+    assert "--patch 2 2 2" in out and "--frames 6" in out  # the stage that inflated the patch is replayed too
 
 
 @pytest.mark.skipif(_shipped(), reason="the model is shipped")

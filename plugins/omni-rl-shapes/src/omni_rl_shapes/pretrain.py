@@ -2,10 +2,11 @@
 
 ``--arch qwen_image`` runs the same recipe for a tiny Qwen-Image pipeline (QwenImagePipeline layout; needs the
 optional omni-rl-qwen-image plugin); everything that depends on the architecture is in :mod:`pretrain_arch`.
-``--arch wan`` runs it for the shapes-in-motion model (a tiny WanPipeline on 5-frame clips, :mod:`pretrain_wan`;
-needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier, with a motion flaw
-(``--flaw reverse --flaw-rate R``: clips moving the wrong way) in the place of stray objects
-(:mod:`pretrain_world`).
+``--arch wan`` runs it for the shapes-in-motion model (a tiny WanPipeline on clips of ``--frames`` frames,
+:mod:`pretrain_wan`; needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier,
+with a motion flaw (``--flaw reverse --flaw-rate R``: clips moving the wrong way) in the place of stray objects
+(:mod:`pretrain_world`). A continued motion run given ``--patch`` inflates its transformer's patch in time
+(:func:`pretrain_wan.inflate_patch`), so a stage can move a model to tokens of two frames.
 
 1. Build a random tiny pipeline (SD3: ``omni_rl_sd3.tiny.build_tiny_sd3_pipeline``; 32 px images: 2x VAE,
    16x16x16 latents, 64 image tokens; offline tokenizers; frozen random text encoders).

@@ -1,4 +1,4 @@
-"""The tiny Wan motion model's architecture for :mod:`pretrain` (``--arch wan``): a WanPipeline of 5-frame clips.
+"""The tiny Wan motion model's architecture for :mod:`pretrain` (``--arch wan``): a WanPipeline of short clips.
 
 The pipeline is :func:`omni_rl_wan.tiny.build_tiny_wan_pipeline`'s (UMT5 text encoder and T5 tokenizer built
 offline, shift-3 flow-matching scheduler) with its transformer and VAE resized for 32 px clips on one CPU core:
@@ -20,7 +20,11 @@ Motion is decided at the highest noise levels: a Wan transformer knows where a t
 3-D RoPE, which is relative, and this VAE codes each frame alone, so from i.i.d. noise the one absolute-time cue
 is where the sequence ends. Measured on a 882-step clean model: sampled from pure noise its clips stand still
 (motion 0.145), but started from val clips noised to sigma 0.86 it moves every object the asked way (motion
-1.000). ``--logit-mean 1.5`` (most training noise levels above 0.86) is what teaches the direction from noise.
+1.000). ``--logit-mean 1.5`` (most training noise levels above 0.86) teaches the axis from noise, but not the way
+along it: the model then reads the way off the noise (reversing the noise's frames turns its clips around). A token
+of two frames holds their order in its channels, so a continued stage re-patches the transformer to (2, 2, 2)
+(:func:`inflate_patch`, ``--patch 2 2 2 --frames 6``: 192 tokens of 6-frame clips) and, at ``--logit-mean 2.0``,
+learns the way too (val motion 0.47 to 0.87; the plugin README has the stages).
 
 The handle is omni-rl's ``wan`` model (full fine-tuning, float32, CPU), so pretraining encodes prompts, predicts
 velocities and samples val clips through the code RL runs.
