@@ -193,13 +193,20 @@ def test_a_continued_run_takes_its_clip_length_and_a_new_patch(tmp_path: Path) -
     assert kept.world.frames == 6 and kept.patch == (2, 2, 2)
     assert kept.sampling_overrides()["num_frames"] == 6 and kept.shape_record()["num_frames"] == 6
     assert arch_for("--frames", "8").world.frames == 8
-    with pytest.raises(SystemExit, match="not a multiple of the patch's 2 frames"):
+    with pytest.raises(SystemExit, match="not a whole number of the patch's 2-frame tokens"):
         arch_for("--frames", "5")
-    assert arch_for("--frames", "5", "--patch", "1", "2", "2").patch == (1, 2, 2)
+    assert arch_for("--frames", "8", "--patch", "4", "2", "2").patch == (4, 2, 2)  # inflated further
+    with pytest.raises(SystemExit, match="only the frame size grows"):  # a patch is never shrunk
+        arch_for("--frames", "5", "--patch", "1", "2", "2")
     with pytest.raises(SystemExit):
         pretrain.parse_args(["--frames", "6"])  # the image models' clips are one frame
     with pytest.raises(SystemExit):
         pretrain.parse_args(["--arch", "wan", "--frames", "1"])
+    with pytest.raises(SystemExit, match="only the frame size grows"):  # said before any weights are read
+        arch_for("--patch", "2", "4", "4")
+    with pytest.raises(SystemExit, match=r"1 \+ 4k frames"):  # built here: its VAE stage encodes whole clips
+        args = pretrain.parse_args(["--arch", "wan", "--patch", "2", "2", "2", "--frames", "6"])
+        pretrain.configured(pretrain.architecture("wan"), args)
 
 
 def test_inflating_the_patch_in_time_keeps_the_model_on_clips_of_repeated_frames(tmp_path: Path) -> None:
@@ -261,6 +268,12 @@ def test_frames_are_encoded_alone_so_any_clip_length_keeps_every_frame() -> None
     assert torch.allclose(encode_frames(vae, five), whole, atol=1e-5)
     latents = encode_frames(vae, six)
     assert cut.shape[2] == 5 and latents.shape == (2, 16, 6, 16, 16)
+    assert torch.allclose(latents[:, :, :5], cut, atol=1e-5)  # frame by frame: the whole-clip latents
     with torch.no_grad():
         last = vae.encode(to_tensor(six[:, 5:6])).latent_dist.mean
     assert torch.allclose(latents[:, :, 5:6], last, atol=1e-5)
+    # a VAE that reads past frames cannot be encoded frame by frame: refused, not silently changed
+    with torch.no_grad():
+        next(m for m in vae.encoder.modules() if type(m).__name__.endswith("CausalConv3d")).weight[:, :, 0] += 0.01
+    with pytest.raises(ValueError, match="reads past frames"):
+        encode_frames(vae, six)

@@ -186,14 +186,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar=("F", "H", "W"),
         default=None,
         help="--arch wan: the transformer's (frames, height, width) patch (default: the arch's; a continued run "
-        "keeps its model's, or with --patch inflates its transformer's patch in time: pretrain_wan.inflate_patch)",
+        "keeps its model's, and given one inflates its transformer's patch in time: pretrain_wan.inflate_patch)",
     )
     parser.add_argument(
         "--frames",
         type=int,
         default=None,
-        help="--arch wan: frames per clip, a multiple of the patch's frame size (default: the arch's; a continued run "
-        "keeps its model's)",
+        help="--arch wan: frames per clip, a multiple of the patch's frame size; a model built here (with its VAE "
+        "stage) takes 1 + 4k, what AutoencoderKLWan encodes whole (default: the arch's; a continued run keeps its "
+        "model's)",
     )
     parser.add_argument(
         "--save-dtype",
@@ -246,13 +247,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
     """The architecture with the motion model's ``--travel``, ``--patch`` and ``--frames`` applied. A continued run
     (``--init-from``) keeps what it does not set from its model: the patch its transformer has, the travel and the
-    clip length its record names, so a later stage trains on the clips the earlier ones did. Raises SystemExit
-    when the clip length is not a whole number of the patch's frames."""
+    clip length its record names, so a later stage trains on the clips the earlier ones did. Raises SystemExit,
+    naming the fix, for a patch the continued transformer cannot be inflated to, a clip length that is not a whole
+    number of the patch's frames, or a built model's clip length that its VAE stage cannot encode whole."""
     if arch.name != "wan":
         return arch
+    from omni_rl_shapes.pretrain_wan import WAN_VAE_CHUNK, inflation_problem
+
     travel, patch, frames = args.travel, args.patch, args.frames
     if args.init_from is not None:
         config = json.loads((args.init_from / "transformer" / "config.json").read_text(encoding="utf-8"))
+        if patch is not None and (problem := inflation_problem(config["patch_size"], patch)) is not None:
+            raise SystemExit(f"--patch: {problem} (the transformer in --init-from has {config['patch_size']})")
         patch = patch or config["patch_size"]
         recorded = (_init_record(args.init_from) or {}).get("model", {})
         travel = travel or recorded.get("travel")
@@ -266,10 +272,16 @@ def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
     if patch is not None:
         changes["patch"] = tuple(patch)
     configured_arch = attrs.evolve(arch, **changes)
-    if configured_arch.world.frames % configured_arch.patch[0]:
+    clip, frames_per_token = configured_arch.world.frames, configured_arch.patch[0]
+    if clip % frames_per_token:
         raise SystemExit(
-            f"--frames {configured_arch.world.frames} is not a multiple of the patch's {configured_arch.patch[0]} "
-            "frames: set --frames or --patch so that a clip is a whole number of tokens in time"
+            f"clips of {clip} frames are not a whole number of the patch's {frames_per_token}-frame tokens: set "
+            "--frames or --patch so that they are"
+        )
+    if args.init_from is None and (clip - 1) % WAN_VAE_CHUNK:
+        raise SystemExit(
+            f"--frames {clip}: a model built from random weights is set up on clips AutoencoderKLWan encodes whole, "
+            f"1 + {WAN_VAE_CHUNK}k frames (e.g. 5); build it so, then continue it with --init-from and --frames"
         )
     return configured_arch
 

@@ -56,6 +56,8 @@ PATCH = (1, 2, 2)
 #: the range a training clip's travel is drawn from (``--travel``, fractions of the side): about one 4 px token
 #: a frame with :data:`PATCH`
 TRAVEL = (0.4, 0.55)
+#: ``AutoencoderKLWan.encode`` reads a clip's first frame, then this many frames at a time
+WAN_VAE_CHUNK = 4
 #: the RL example's text length; the pretraining saw this many UMT5 tokens per prompt
 MAX_SEQUENCE_LENGTH = 32
 
@@ -108,9 +110,16 @@ def _build_transformer(shape: Any, seed: int, patch: tuple[int, int, int]) -> An
         return tiny_transformer(shape, patch_size=patch)
 
 
+def inflation_problem(before: Sequence[int], patch: Sequence[int]) -> str | None:
+    """Why a transformer of patch ``before`` cannot be inflated to ``patch`` (None: it can, or they are equal)."""
+    if tuple(patch[1:]) != tuple(before[1:]) or patch[0] % before[0]:
+        return f"cannot inflate patch {list(before)} to {list(patch)}: only the frame size grows, by a whole factor"
+    return None
+
+
 def inflate_patch(directory: Path, patch: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Re-patch the saved ``WanTransformer3DModel`` in ``directory`` to ``patch`` frames per token, in place;
-    returns the patch it had.
+    """Re-patch the saved ``WanTransformer3DModel`` in ``directory`` to ``patch`` frames per token, in place (not
+    touched when it has that patch already); returns the patch it had.
 
     Inflation, as I3D inflates 2-D kernels into time: a token of ``p_t`` frames is embedded as the mean of the old
     per-frame embeddings (each frame's kernel slice is the old kernel / ``p_t``) and the output head predicts the
@@ -124,10 +133,10 @@ def inflate_patch(directory: Path, patch: tuple[int, int, int]) -> tuple[int, in
 
     old = WanTransformer3DModel.from_pretrained(directory, torch_dtype=torch.float32)
     before = tuple(old.config.patch_size)
-    if tuple(patch[1:]) != before[1:] or patch[0] % before[0]:
-        raise ValueError(
-            f"cannot inflate patch {list(before)} to {list(patch)}: only the frame size grows, by a whole factor"
-        )
+    if (problem := inflation_problem(before, patch)) is not None:
+        raise ValueError(problem)
+    if tuple(patch) == before:
+        return before
     factor = patch[0] // before[0]
     new = WanTransformer3DModel.from_config({**old.config, "patch_size": tuple(patch)})
     state = old.state_dict()
@@ -152,11 +161,27 @@ def image_vae_weights(directory: Path) -> dict[str, Any]:
 
     image_vae = AutoencoderKLQwenImage.from_pretrained(directory, torch_dtype=torch.float32)
     with torch.no_grad():
-        for module in image_vae.modules():
-            weight = getattr(module, "weight", None)
-            if type(module).__name__.endswith("CausalConv3d") and weight is not None and weight.shape[2] > 1:
-                weight[:, :, :-1] = 0.0  # (out, in, t, h, w): the last tap is the current frame
+        for past in _past_taps(image_vae):
+            past.zero_()
     return image_vae.state_dict()
+
+
+def _past_taps(module: Any) -> list[Any]:
+    """The past-frame taps of every causal convolution in ``module`` (views of the weights: (out, in, t - 1, h, w);
+    the last tap of a kernel is the current frame)."""
+    return [
+        m.weight[:, :, :-1]
+        for m in module.modules()
+        if type(m).__name__.endswith("CausalConv3d")
+        and getattr(m, "weight", None) is not None
+        and m.weight.shape[2] > 1
+    ]
+
+
+def codes_frames_alone(vae: Any) -> bool:
+    """Whether the VAE's encoder reads no past frame (every past-frame tap 0, as :func:`image_vae_weights` makes
+    them), so encoding a clip frame by frame equals encoding it whole."""
+    return all(not bool(past.any()) for past in _past_taps(vae.encoder))
 
 
 def _build_vae(shape: WanVaeShape, latent_channels: int, seed: int, init: Path | None = None) -> Any:
@@ -236,10 +261,8 @@ class WanArchitecture:
         that patch already), with the builder's marker updated."""
         from omni_rl_wan.tiny import TINY_MARKER
 
-        config = json.loads((directory / "transformer" / "config.json").read_text(encoding="utf-8"))
-        if tuple(config["patch_size"]) == tuple(patch):
+        if inflate_patch(directory / "transformer", patch) == tuple(patch):
             return
-        inflate_patch(directory / "transformer", patch)
         marker_path = directory / TINY_MARKER
         if marker_path.is_file():
             marker = json.loads(marker_path.read_text(encoding="utf-8"))
@@ -265,7 +288,6 @@ class WanArchitecture:
 
     def calibrate(self, handle: Any, clips: np.ndarray) -> dict[str, Any]:
         """Per-channel ``latents_mean`` / ``latents_std`` of the posterior means of ``clips``."""
-
         z = encode_frames(handle.vae, clips)
         mean = z.mean(dim=(0, 2, 3, 4)).tolist()
         std = z.std(dim=(0, 2, 3, 4)).tolist()
@@ -312,17 +334,27 @@ class WanArchitecture:
 
 
 def encode_frames(vae: Any, clips: np.ndarray) -> Any:
-    """Posterior means (N, C, F, h, w) of uint8 clips (N, F, H, W, 3), each frame encoded as a clip of its own.
+    """Posterior means (N, C, F', h, w), on the CPU where pretraining keeps its data, of uint8 clips (N, F, H, W, 3).
 
-    This VAE codes each frame alone (its past-frame taps are 0, :func:`image_vae_weights`), so that equals encoding
-    the clip whole, and it takes any frame count: ``AutoencoderKLWan.encode`` reads a clip in chunks of 1 + 4k
-    frames and drops the rest (6 frames would come back as 5 latent frames)."""
+    ``AutoencoderKLWan.encode`` reads a clip as its first frame, then chunks of :data:`WAN_VAE_CHUNK` frames, and
+    drops what is left over (6 frames come back as 5 latent frames). Clips of 1 + 4k frames are encoded whole;
+    others frame by frame, which is the same thing for a VAE that codes each frame alone (its past-frame taps 0,
+    :func:`image_vae_weights`) and is refused with a ValueError for one that does not."""
     import torch
 
     n, frames = clips.shape[:2]
+    device = next(vae.parameters()).device
     with torch.no_grad():
-        z = vae.encode(to_tensor(clips.reshape(n * frames, 1, *clips.shape[2:]))).latent_dist.mean  # (NF, C, 1, h, w)
-    return z.reshape(n, frames, *z.shape[1:2], *z.shape[3:]).transpose(1, 2)
+        if (frames - 1) % WAN_VAE_CHUNK == 0:
+            return vae.encode(to_tensor(clips).to(device)).latent_dist.mean.cpu()
+        if not codes_frames_alone(vae):
+            raise ValueError(
+                f"clips of {frames} frames: this VAE reads past frames, so it encodes whole clips only, and "
+                f"AutoencoderKLWan takes 1 + {WAN_VAE_CHUNK}k frames; use such a clip length"
+            )
+        single = to_tensor(clips.reshape(n * frames, 1, *clips.shape[2:])).to(device)
+        z = vae.encode(single).latent_dist.mean.cpu()  # (N * F, C, 1, h, w)
+    return z.squeeze(2).unflatten(0, (n, frames)).transpose(1, 2)
 
 
 def clip_val_reward(
