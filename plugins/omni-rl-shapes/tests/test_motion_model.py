@@ -14,6 +14,7 @@ import numpy as np
 import omni_rl_shapes
 import pytest
 import shapes_runs
+import tomli
 from omni_rl_shapes.evaluate import SamplingSettings, read_record, settings_from_record
 from omni_rl_shapes.motion_prompts import read_motion_prompts
 from omni_rl_shapes.pretrain import REQUIRED_BAND
@@ -55,8 +56,8 @@ def test_the_record_says_how_it_was_made() -> None:
     assert record["command"].startswith("python -m omni_rl_shapes.pretrain --arch wan")
     assert record["sampling"]["num_frames"] == 6 and record["image_size"] == 32
     assert record["model"]["patch_size"] == [2, 2, 2]  # two frames a token: the order of travel is in a token
-    # a clean stage from random weights first, a flawed stage (clips moving the wrong way) last
-    assert record["flaw"] == "reverse" and 0.0 < record["flaw_rate"] <= 1.0
+    # a clean stage from random weights first, a flawed stage (the object missing from every other frame) last
+    assert record["flaw"] == "flicker" and 0.0 < record["flaw_rate"] <= 1.0
     first, stages = record, 1
     while first.get("init_from"):
         first, stages = first["init_from"], stages + 1
@@ -99,6 +100,18 @@ def test_the_example_passes_check() -> None:
     assert main(["check", str(EXAMPLE)]) == 0
 
 
+@needs_model
+def test_the_example_samples_as_the_model_was_evaluated() -> None:
+    """The rollout's CFG, steps, size and frames are the ones the shipped val reward was measured with, so the
+    run's step-0 val is the model's recorded base (the model scores far lower at another CFG)."""
+    options = tomli.loads(EXAMPLE.read_text())["rollout"]["options"]
+    sampling = read_record(omni_rl_shapes.pretrained_path("wan"))["sampling"]
+    assert options["cfg"] == sampling["guidance_scale"]
+    assert options["eval_steps"] == sampling["num_inference_steps"]
+    assert options["height"] == options["width"] == sampling["size"]
+    assert options["num_frames"] == sampling["num_frames"]
+
+
 @pytest.mark.slow
 @needs_model
 def test_two_steps_of_the_example(tmp_path: Path) -> None:
@@ -121,7 +134,7 @@ def test_reproduce_replays_its_stages(tmp_path: Path, capsys: pytest.CaptureFixt
 
     assert reproduce.main(["--arch", "wan", "--work", str(tmp_path / "w"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "--arch wan" in out and "--flaw reverse" in out and not (tmp_path / "w").exists()
+    assert "--arch wan" in out and "--flaw flicker" in out and not (tmp_path / "w").exists()
     assert "--patch 2 2 2" in out and "--frames 6" in out  # the stage that inflated the patch is replayed too
 
 

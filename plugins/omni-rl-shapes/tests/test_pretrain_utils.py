@@ -53,6 +53,11 @@ def test_bad_stray_rate_and_init_dir_are_usage_errors(tmp_path: Path, capsys: py
         parse_args(["--stray-rate", "1.0", "--strays", "0"])
     assert "--strays must be at least 1, got 0" in capsys.readouterr().err
     assert parse_args(["--stray-rate", "1.0", "--strays", "2"]).strays == 2
+    with pytest.raises(SystemExit):
+        parse_args(["--guidance-scale", "0.5"])
+    assert "--guidance-scale must be at least 1 (1: no guidance), got 0.5" in capsys.readouterr().err
+    assert parse_args(["--guidance-scale", "3"]).guidance_scale == 3.0
+    assert parse_args([]).guidance_scale is None  # SamplingSettings' default, 4.5
 
 
 def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:

@@ -119,7 +119,7 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     argv = ["--arch", "wan", "--out", str(out), "--steps", "2", "--vae-steps", "2", "--vae-batch-size", "2"]
     argv += ["--images-per-prompt", "1", "--eval-from", "2", "--eval-every", "2", "--target-low", "0"]
     argv += ["--target-high", "1", "--flaw", "reverse", "--flaw-rate", "0.5", "--travel", "0.4", "0.5"]
-    argv += ["--patch", "1", "2", "2"]
+    argv += ["--patch", "1", "2", "2", "--guidance-scale", "3"]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_OFFLINE", "1")
         patch.setattr(pretrain, "architecture", lambda name: arch)  # configured() applies --travel and --patch
@@ -132,6 +132,7 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     record = json.loads((out / RECORD_FILE).read_text())
     assert record["arch"] == "wan" and record["world"] == "motion" and record["flaw_rate"] == 0.5
     assert record["sampling"]["num_frames"] == 5 and 0.0 <= record["val"]["score"] <= 1.0
+    assert record["sampling"]["guidance_scale"] == 3.0  # --guidance-scale: the val sampling the model is kept by
     vae = json.loads((out / "vae" / "config.json").read_text())
     assert vae["scale_factor_spatial"] == 2 and vae["scale_factor_temporal"] == 1
     assert vae["latents_std"] == pytest.approx(record["vae"]["latents_std"])

@@ -4,7 +4,8 @@
 optional omni-rl-qwen-image plugin); everything that depends on the architecture is in :mod:`pretrain_arch`.
 ``--arch wan`` runs it for the shapes-in-motion model (a tiny WanPipeline on clips of ``--frames`` frames,
 :mod:`pretrain_wan`; needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier,
-with a motion flaw (``--flaw reverse --flaw-rate R``: clips moving the wrong way) in the place of stray objects
+with a motion flaw (``--flaw flicker --flaw-rate R``: the object missing from every other frame; ``reverse``: clips
+moving the wrong way) in the place of stray objects
 (:mod:`pretrain_world`). A continued motion run given ``--patch`` inflates its transformer's patch in time
 (:func:`pretrain_wan.inflate_patch`), so a stage can move a model to tokens of two frames.
 
@@ -145,6 +146,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--images-per-prompt", type=int, default=48, help="rendered scenes per train prompt")
     parser.add_argument("--eval-every", type=int, default=200)
+    parser.add_argument(
+        "--guidance-scale",
+        type=float,
+        default=None,
+        help="true CFG of the val sampling, recorded with the model as its sampling settings (default 4.5; the "
+        "shipped motion model is evaluated at 2.5, where its frames and consistency score best)",
+    )
     parser.add_argument("--eval-from", type=int, default=800, help="first step to evaluate at")
     parser.add_argument("--target-low", type=float, default=0.35)
     parser.add_argument("--target-high", type=float, default=0.55)
@@ -166,8 +174,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--flaw",
         choices=MOTION_FLAWS,
         default=None,
-        help="--arch wan: the motion flaw a share (--flaw-rate) of the training clips show (reverse: moving the "
-        "wrong way)",
+        help="--arch wan: the motion flaw a share (--flaw-rate) of the training clips show (flicker: the object "
+        "missing from every other frame; reverse: moving the wrong way; still; recolor)",
     )
     parser.add_argument("--flaw-rate", type=float, default=0.0, help="--arch wan: fraction of flawed training clips")
     parser.add_argument(
@@ -213,6 +221,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--stray-rate must be between 0 and 1, got {args.stray_rate}")
     if args.strays < 1:
         parser.error(f"--strays must be at least 1, got {args.strays}")
+    if args.guidance_scale is not None and args.guidance_scale < 1.0:
+        parser.error(f"--guidance-scale must be at least 1 (1: no guidance), got {args.guidance_scale}")
     if not 0.0 <= args.flaw_rate <= 1.0:
         parser.error(f"--flaw-rate must be between 0 and 1, got {args.flaw_rate}")
     motion = args.arch == "wan"
@@ -456,6 +466,11 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     run.log(f"pipeline: {_folder_bytes(built) / 2**20:.2f} MiB")
 
 
+def _guidance(args: argparse.Namespace) -> dict[str, float]:
+    """``--guidance-scale`` as a sampling override; none leaves SamplingSettings' default."""
+    return {} if args.guidance_scale is None else {"guidance_scale": args.guidance_scale}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
@@ -465,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     arch = configured(architecture(args.arch), args)
-    sampling = SamplingSettings(**arch.sampling_overrides())
+    sampling = SamplingSettings(**arch.sampling_overrides() | _guidance(args))
     flow = flow_settings(args)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
