@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import platform
 import shutil
 import sys
@@ -150,8 +151,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--guidance-scale",
         type=float,
         default=None,
-        help="true CFG of the val sampling, recorded with the model as its sampling settings (default 4.5; the "
-        "shipped motion model is evaluated at 2.5, where its frames and consistency score best)",
+        help="true CFG of the val sampling, recorded with the model as its sampling settings (default: a continued "
+        "run's model's, else 4.5; the shipped motion model is evaluated at 2.5, where its frames and consistency "
+        "score best)",
     )
     parser.add_argument("--eval-from", type=int, default=800, help="first step to evaluate at")
     parser.add_argument("--target-low", type=float, default=0.35)
@@ -221,7 +223,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error(f"--stray-rate must be between 0 and 1, got {args.stray_rate}")
     if args.strays < 1:
         parser.error(f"--strays must be at least 1, got {args.strays}")
-    if args.guidance_scale is not None and args.guidance_scale < 1.0:
+    if args.guidance_scale is not None and not (math.isfinite(args.guidance_scale) and args.guidance_scale >= 1.0):
         parser.error(f"--guidance-scale must be at least 1 (1: no guidance), got {args.guidance_scale}")
     if not 0.0 <= args.flaw_rate <= 1.0:
         parser.error(f"--flaw-rate must be between 0 and 1, got {args.flaw_rate}")
@@ -467,8 +469,12 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
 
 
 def _guidance(args: argparse.Namespace) -> dict[str, float]:
-    """``--guidance-scale`` as a sampling override; none leaves SamplingSettings' default."""
-    return {} if args.guidance_scale is None else {"guidance_scale": args.guidance_scale}
+    """The val sampling's CFG: ``--guidance-scale``, else the one the continued model was evaluated at (a stage
+    kept by its best evaluation at another CFG can keep the wrong step), else SamplingSettings' default."""
+    if args.guidance_scale is not None:
+        return {"guidance_scale": args.guidance_scale}
+    recorded = (_init_record(args.init_from) or {}).get("sampling", {}).get("guidance_scale")
+    return {} if recorded is None else {"guidance_scale": float(recorded)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
