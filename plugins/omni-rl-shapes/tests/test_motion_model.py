@@ -104,9 +104,14 @@ def test_the_example_passes_check() -> None:
 def test_the_example_samples_as_the_model_was_evaluated() -> None:
     """The rollout's CFG, steps, size and frames are the ones the shipped val reward was measured with, so the
     run's step-0 val is the model's recorded base (the model scores far lower at another CFG)."""
+    pytest.importorskip("omni_rl_diffusers")
+    import omni_rl
+    from omni_rl.context import BuildContext
+
     options = tomli.loads(EXAMPLE.read_text())["rollout"]["options"]
+    rollout = omni_rl.build("rollout", "diffusers", options, BuildContext(device="cpu"))  # as the run resolves it
     sampling = read_record(omni_rl_shapes.pretrained_path("wan"))["sampling"]
-    assert options["cfg"] == sampling["guidance_scale"]
+    assert rollout.eval_guidance_scale == sampling["guidance_scale"]  # eval_cfg, else cfg: the val rollout's CFG
     assert options["eval_steps"] == sampling["num_inference_steps"]
     assert options["height"] == options["width"] == sampling["size"]
     assert options["num_frames"] == sampling["num_frames"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from omni_rl_shapes.evaluate import RECORD_FILE
-from omni_rl_shapes.pretrain import _guidance, choose_checkpoint, parse_args
+from omni_rl_shapes.pretrain import _guidance, _init_record, choose_checkpoint, parse_args
 
 
 def test_sigmas_follow_sd3s_shifted_logit_normal() -> None:
@@ -69,11 +69,12 @@ def test_bad_stray_rate_and_init_dir_are_usage_errors(tmp_path: Path, capsys: py
 def test_a_continued_run_is_evaluated_at_its_models_guidance_scale(tmp_path: Path) -> None:
     """A stage continued from a model sampled at CFG 2.5 is evaluated (and kept) at 2.5 unless told otherwise."""
     (tmp_path / RECORD_FILE).write_text(json.dumps({"sampling": {"guidance_scale": 2.5}}))
-    assert _guidance(argparse.Namespace(guidance_scale=None, init_from=tmp_path)) == {"guidance_scale": 2.5}
-    assert _guidance(argparse.Namespace(guidance_scale=3.0, init_from=tmp_path)) == {"guidance_scale": 3.0}
-    assert _guidance(argparse.Namespace(guidance_scale=None, init_from=None)) == {}
+    given, unset = argparse.Namespace(guidance_scale=3.0), argparse.Namespace(guidance_scale=None)
+    assert _guidance(unset, _init_record(tmp_path)) == {"guidance_scale": 2.5}
+    assert _guidance(given, _init_record(tmp_path)) == {"guidance_scale": 3.0}
+    assert _guidance(unset, _init_record(None)) == {}
     (tmp_path / RECORD_FILE).unlink()  # a directory without a record: SamplingSettings' default
-    assert _guidance(argparse.Namespace(guidance_scale=None, init_from=tmp_path)) == {}
+    assert _guidance(unset, _init_record(tmp_path)) == {}
 
 
 def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:

@@ -468,12 +468,13 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     run.log(f"pipeline: {_folder_bytes(built) / 2**20:.2f} MiB")
 
 
-def _guidance(args: argparse.Namespace) -> dict[str, float]:
-    """The val sampling's CFG: ``--guidance-scale``, else the one the continued model was evaluated at (a stage
-    kept by its best evaluation at another CFG can keep the wrong step), else SamplingSettings' default."""
+def _guidance(args: argparse.Namespace, init: dict[str, Any] | None) -> dict[str, float]:
+    """The val sampling's CFG: ``--guidance-scale``, else the one the continued model (its record ``init``) was
+    evaluated at (a stage kept by its best evaluation at another CFG can keep the wrong step), else
+    SamplingSettings' default."""
     if args.guidance_scale is not None:
         return {"guidance_scale": args.guidance_scale}
-    recorded = (_init_record(args.init_from) or {}).get("sampling", {}).get("guidance_scale")
+    recorded = (init or {}).get("sampling", {}).get("guidance_scale")
     return {} if recorded is None else {"guidance_scale": float(recorded)}
 
 
@@ -486,7 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     arch = configured(architecture(args.arch), args)
-    sampling = SamplingSettings(**arch.sampling_overrides() | _guidance(args))
+    init = _init_record(args.init_from)
+    sampling = SamplingSettings(**arch.sampling_overrides() | _guidance(args, init))
     flow = flow_settings(args)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -502,8 +504,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.patch is not None:
                 arch.inflate(built, tuple(args.patch))
             handle = arch.load(built, sampling)
-            run.init = _init_record(args.init_from)
-            run.vae = run.init.get("vae", {})
+            run.init = init
+            run.vae = init.get("vae", {})
         trainer = _trainer(run, arch, handle, flow, sampling)
         _train_until_band(run, trainer, arch, handle, sampling)
         _save(run, arch, handle, built, _record(run, argv, arch, flow, sampling))
