@@ -197,6 +197,16 @@ def test_values_are_typed_like_toml(
     assert _problems(caught.value) == [problem]
 
 
+def test_an_unknown_video_format_names_the_path_and_the_choices(
+    write_config: WriteConfig, toy_registry: Registry
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write_config('[log]\nvideo_format = "avi"\n' + TOY_CONFIG), registry=toy_registry)
+    assert _problems(caught.value) == [
+        "invalid value: unknown video format 'avi'; available: auto, mp4, webp, gif @ $.log.video_format"
+    ]
+
+
 def test_a_validator_and_a_type_error_in_one_section_are_both_reported(
     write_config: WriteConfig, toy_registry: Registry
 ) -> None:

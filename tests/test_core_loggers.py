@@ -115,11 +115,12 @@ def test_tensorboard_event_file_holds_the_metrics_and_images(tmp_path: Path) -> 
 
 
 def _video(tmp_path: Path, fps: int = 8) -> tuple[Path, np.ndarray]:
-    """An animated grid as a video run writes it, and its frames: a square that moves one pixel per frame."""
+    """An animated grid as a video run writes it (lossless WebP, so the frames compare exactly), and its frames: a
+    square that moves one pixel per frame."""
     frames = np.full((5, 12, 16, 3), 255, dtype=np.uint8)
     for t in range(5):
         frames[t, 4:8, 2 + t : 6 + t] = (200, 0, 0)
-    path = save_video(tmp_path / f"samples_step_1{video_suffix()}", [Image.fromarray(f) for f in frames], fps)
+    path = save_video(tmp_path / f"samples_step_1{video_suffix('webp')}", [Image.fromarray(f) for f in frames], fps)
     return path, frames
 
 

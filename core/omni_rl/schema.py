@@ -23,6 +23,7 @@ from omni_rl.validators import (
     non_negative_finite,
     positive_finite,
 )
+from omni_rl.videos import video_format_problem
 
 #: upper bounds of counts: far beyond any real run, low enough that a typo (``steps = 10**30``, a prompt count
 #: pasted into the wrong key) fails at load time, not after Ray and the model started or in an endless loop
@@ -269,6 +270,12 @@ def _known_backends(instance: Any, attribute: attrs.Attribute, value: list[str])
         raise ValueError(f"unknown log backend(s) {unknown}; available: {', '.join(LOG_BACKENDS)}")
 
 
+def _video_format(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    problem = video_format_problem(value)
+    if problem:
+        raise ValueError(problem)
+
+
 @attrs.frozen(kw_only=True)
 class LogConfig:
     """``[log]``: where metrics and images go."""
@@ -276,6 +283,9 @@ class LogConfig:
     backends: list[str] = attrs.field(factory=lambda: ["console", "jsonl"], validator=_known_backends)
     #: save a sample image grid every N steps (0 = never)
     image_every: int = attrs.field(default=0, validator=_every)
+    #: the animated sample / val grids of video models: "auto" (MP4 with PyAV, else animated WebP, else GIF),
+    #: "mp4", "webp" or "gif" (omni_rl.videos)
+    video_format: str = attrs.field(default="auto", validator=_video_format)
     #: training steps to trace with torch.profiler (rollout + update inside each policy worker), written as
     #: Chrome/Perfetto JSON to ``<output_dir>/profile/step_<N>.<worker>.json`` (omni_rl.runtime.profiling)
     profile_steps: list[int] = attrs.field(factory=list, validator=each(_steps))

@@ -99,6 +99,7 @@ class Trainer:
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
         #: video rollouts: the frame rate of the sample and val videos (the rollout's ``fps`` option)
         self.video_fps = int(getattr(components["rollout"].options, "fps", DEFAULT_FPS))
+        self.video_format = config.log.video_format
         check_asynchrony(config, self.loss)  # [cluster] rollout_workers, [run] max_staleness, [rollout_correction]
         #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
         self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
@@ -177,10 +178,15 @@ class Trainer:
         ]
         title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
         grid = save_samples(
-            run_dir / f"val_step_{step}.png", out["images"][::repeats], captions, title=title, fps=self.video_fps
+            run_dir / f"val_step_{step}.png",
+            out["images"][::repeats],
+            captions,
+            title=title,
+            fps=self.video_fps,
+            video_format=self.video_format,
         )
         if logger is not None:
-            _log_grid(logger, step, "val", grid, out["images"])
+            _log_grid(logger, step, "val", grid, out["images"], self.video_format)
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
@@ -269,9 +275,17 @@ class Trainer:
             captions = [f"{format_reward(s)} | {p}" for p, s in zip(prompts, scored.total, strict=True)]
             title = f"train step {step}: {len(prompts) // g} prompts x {g} images, run.seed {self.config.run.seed}"
             path = run_dir / f"samples_step_{step}.png"
-            grid = save_samples(path, out["images"], captions, columns=g, title=title, fps=self.video_fps)
+            grid = save_samples(
+                path,
+                out["images"],
+                captions,
+                columns=g,
+                title=title,
+                fps=self.video_fps,
+                video_format=self.video_format,
+            )
             if logger is not None:
-                _log_grid(logger, step, "train", grid, out["images"])
+                _log_grid(logger, step, "train", grid, out["images"], self.video_format)
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------
@@ -505,9 +519,9 @@ def train(config: ResolvedConfig, console: Console | None = None) -> Path:
     return Trainer(config, console).run()
 
 
-def _log_grid(logger: MetricsLogger, step: int, kind: str, grid: Path, images: Any) -> None:
+def _log_grid(logger: MetricsLogger, step: int, kind: str, grid: Path, images: Any, video_format: str) -> None:
     """The saved grid to the image backends (``images/<kind>``) and, for a video model's (N, F, H, W, 3) batch, the
     animated grid :func:`save_samples` wrote beside it to the video ones (``videos/<kind>``)."""
     logger.log_images(step, f"images/{kind}", grid)
     if np.ndim(images) == 5:
-        logger.log_video(step, f"videos/{kind}", grid.with_suffix(video_suffix()))
+        logger.log_video(step, f"videos/{kind}", grid.with_suffix(video_suffix(video_format)))

@@ -3,12 +3,15 @@
 A video model's rollout gives frames (N, F, H, W, 3) (docs/hooks.md, "Video"). The run directory then gets, beside
 ``samples_step_<N>.png`` / ``val_step_<N>.png`` (each cell a strip of up to :data:`STRIP_FRAMES` frames, evenly
 spaced from the first to the last, so a still view shows the motion), the same grid animated: one grid per frame
-time, captions and all, written as ``.webp`` (animated, lossless, through Pillow) or ``.gif`` where this Pillow has
-no WebP support. No video encoder is needed: MP4 would take ffmpeg or PyAV, a heavy dependency for a preview.
+time, captions and all. ``[log] video_format`` picks the file: ``"auto"`` (the default) writes ``.mp4`` (H.264)
+when PyAV is installed (``pip install av``, or ``omni-rl[video]``) and ``.webp`` (animated, lossless, through
+Pillow) otherwise, or ``.gif`` where this Pillow has no WebP support. PyAV stays optional: it bundles FFmpeg, a
+heavy dependency for a preview, so omni-rl never needs it.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +25,11 @@ from omni_rl.images import render_grid, save_grid
 STRIP_FRAMES = 8
 #: what sample videos play at when the rollout does not say (its ``fps`` option)
 DEFAULT_FPS = 16
+#: ``[log] video_format`` values: "auto" is MP4 with PyAV, else WebP with Pillow's WebP, else GIF
+VIDEO_FORMATS = ("auto", "mp4", "webp", "gif")
+#: H.264 encoders in the order tried (PyAV's wheels ship libx264); the constant rate factor keeps grids sharp
+MP4_ENCODERS = ("libx264", "h264")
+MP4_CRF = "18"
 
 
 def frame_strips(videos: np.ndarray, max_frames: int = STRIP_FRAMES) -> np.ndarray:
@@ -32,8 +40,40 @@ def frame_strips(videos: np.ndarray, max_frames: int = STRIP_FRAMES) -> np.ndarr
     return np.concatenate([videos[:, i] for i in picks], axis=2)
 
 
-def video_suffix() -> str:
-    """``.webp`` where Pillow can write animated WebP, else ``.gif``."""
+@functools.cache
+def mp4_encoder() -> str | None:
+    """The H.264 encoder PyAV offers here, or None without PyAV (or without one)."""
+    try:
+        import av
+    except ImportError:
+        return None
+    for name in MP4_ENCODERS:
+        try:
+            av.codec.Codec(name, "w")
+        except Exception:  # PyAV's UnknownCodecError; any failure means "not this one"
+            continue
+        return name
+    return None
+
+
+def video_format_problem(video_format: str) -> str | None:
+    """Why ``video_format`` cannot be written here (with the fix), or None when it can."""
+    if video_format not in VIDEO_FORMATS:
+        return f"unknown video format {video_format!r}; available: {', '.join(VIDEO_FORMATS)}"
+    if video_format == "mp4" and mp4_encoder() is None:
+        return "'mp4' needs PyAV with an H.264 encoder: pip install av (or omni-rl[video]), or use \"auto\""
+    if video_format == "webp" and not features.check("webp"):
+        return 'this Pillow cannot write WebP: use "gif" or "auto", or install a Pillow built with libwebp'
+    return None
+
+
+def video_suffix(video_format: str = "auto") -> str:
+    """The animated grid's file suffix for ``[log] video_format``: ``"auto"`` is ``.mp4`` where PyAV can encode
+    H.264, else ``.webp`` where Pillow can write animated WebP, else ``.gif``."""
+    if video_format in ("mp4", "webp", "gif"):
+        return f".{video_format}"
+    if mp4_encoder() is not None:
+        return ".mp4"
     return ".webp" if features.check("webp") else ".gif"
 
 
@@ -43,7 +83,10 @@ def frame_duration_ms(fps: int) -> int:
 
 
 def read_video(path: Path | str) -> tuple[np.ndarray, int]:
-    """An animated image written by :func:`save_video` as frames (F, H, W, 3) uint8 and its frames per second."""
+    """A video written by :func:`save_video` as frames (F, H, W, 3) uint8 and its frames per second. An MP4's
+    frames are H.264's (close to what was written, not equal) and padded to even sides as written."""
+    if Path(path).suffix == ".mp4":
+        return _read_mp4(Path(path))
     with Image.open(path) as opened:
         frames = [np.asarray(frame.convert("RGB")) for frame in ImageSequence.Iterator(opened)]
         duration = opened.info.get("duration") or frame_duration_ms(DEFAULT_FPS)
@@ -62,10 +105,15 @@ def gif_bytes(frames: np.ndarray, fps: int) -> bytes:
 
 
 def save_video(path: Path, frames: Sequence[Image.Image], fps: int) -> Path:
-    """Write ``frames`` as an animated image (WebP lossless, or GIF) looping forever; atomically."""
+    """Write ``frames`` as the suffix says: ``.mp4`` (H.264 through PyAV) or an animated image looping forever
+    (``.webp`` lossless, or ``.gif``); atomically, so a reader never sees half a file."""
     duration = frame_duration_ms(fps)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
+    if path.suffix == ".mp4":
+        _write_mp4(tmp, [np.asarray(frame.convert("RGB")) for frame in frames], fps)
+        tmp.replace(path)
+        return path
     options = {"lossless": True} if path.suffix == ".webp" else {}
     frames[0].save(
         tmp,
@@ -80,6 +128,40 @@ def save_video(path: Path, frames: Sequence[Image.Image], fps: int) -> Path:
     return path
 
 
+def _even(frame: np.ndarray) -> np.ndarray:
+    """H.264 in yuv420p (what every player plays) needs even sides: pad the last row / column with white, the
+    grid's background."""
+    height, width = frame.shape[:2]
+    return np.pad(frame, ((0, height % 2), (0, width % 2), (0, 0)), constant_values=255)
+
+
+def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
+    import av
+
+    encoder = mp4_encoder()
+    if encoder is None:
+        raise RuntimeError(video_format_problem("mp4"))
+    even = [_even(frame) for frame in frames]
+    with av.open(str(path), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
+        stream = container.add_stream(encoder, rate=fps)
+        stream.height, stream.width = even[0].shape[:2]
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"crf": MP4_CRF}
+        for frame in even:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())  # flush the encoder's delayed frames
+
+
+def _read_mp4(path: Path) -> tuple[np.ndarray, int]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        rate = stream.average_rate
+        frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]
+    return np.stack(frames), (max(1, round(float(rate))) if rate else DEFAULT_FPS)
+
+
 def save_samples(
     path: Path,
     images: np.ndarray,
@@ -88,13 +170,15 @@ def save_samples(
     columns: int = 8,
     title: str | None = None,
     fps: int = DEFAULT_FPS,
+    video_format: str = "auto",
 ) -> Path:
-    """The grid PNG at ``path`` (what loggers show); for videos also the animated grid beside it (same stem).
-    Images (N, H, W, 3) are exactly :func:`omni_rl.images.save_grid`."""
+    """The grid PNG at ``path`` (what loggers show); for videos also the animated grid beside it (same stem, the
+    suffix of ``video_format``: :func:`video_suffix`). Images (N, H, W, 3) are exactly
+    :func:`omni_rl.images.save_grid`."""
     array = np.asarray(images)
     if array.ndim == 4:
         return save_grid(path, array, captions, columns=columns, title=title)
     save_grid(path, frame_strips(array), captions, columns=columns, title=title)
     frames = [render_grid(array[:, t], captions, columns=columns, title=title) for t in range(array.shape[1])]
-    save_video(path.with_suffix(video_suffix()), frames, fps)
+    save_video(path.with_suffix(video_suffix(video_format)), frames, fps)
     return path

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from omni_rl.cli import main
-from omni_rl.videos import video_suffix
+from omni_rl.videos import read_video, video_suffix
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "wan_tiny.toml"
 FRAMES, SIZE = 5, 32
@@ -55,8 +55,9 @@ def test_every_step_trains_on_video_rewards(run_dir: Path) -> None:
 
 @pytest.mark.parametrize("name", ["samples_step_1", "samples_step_4", "val_step_4"])
 def test_the_run_directory_gets_videos_and_frame_grids(run_dir: Path, name: str) -> None:
-    with Image.open(run_dir / f"{name}{video_suffix()}") as video:
-        assert video.n_frames == FRAMES
+    """``[log] video_format = "auto"``: MP4 here (the test extra has PyAV), animated WebP without PyAV."""
+    frames, fps = read_video(run_dir / f"{name}{video_suffix()}")
+    assert (frames.shape[0], fps) == (FRAMES, 8)  # the example's rollout fps
     with Image.open(run_dir / f"{name}.png") as grid:
         assert grid.width >= 4 * FRAMES * SIZE or name.startswith("val")  # four videos a row, frames side by side
 
@@ -75,8 +76,8 @@ def test_tensorboard_plays_the_sample_and_val_videos(run_dir: Path) -> None:
         with Image.open(io.BytesIO(event.encoded_image_string)) as gif:
             assert (gif.format, gif.n_frames) == ("GIF", FRAMES)
             assert gif.size == (event.width, event.height)
-        with Image.open(run_dir / f"{name}{video_suffix()}") as saved:
-            assert saved.size == (event.width, event.height)
+        saved, _ = read_video(run_dir / f"{name}{video_suffix()}")
+        assert saved.shape[1:3] == (event.height, event.width)
     assert [event.step for event in events.Images("images/train")] == [1, 2, 4]  # the frame strips stay
 
 
