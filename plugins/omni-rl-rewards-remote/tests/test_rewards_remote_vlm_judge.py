@@ -153,3 +153,58 @@ def test_template_and_parser_problems_are_config_errors() -> None:
         structure_options(_spec(), {"base_url": "http://h/v1", "model": "m", "template": "Rate {prompt}"})
     with pytest.raises(ConfigError, match=r"http:// or https://"):
         structure_options(_spec(), {"base_url": "localhost:8000/v1", "model": "m"})
+
+
+# -- videos ----------------------------------------------------------------------------------------------------
+
+VIDEOS = np.random.default_rng(1).integers(0, 256, size=(2, 5, 8, 8, 3), dtype=np.uint8)
+
+
+def _sent_frames(body: dict[str, Any]) -> list[np.ndarray]:
+    parts = [part for part in body["messages"][-1]["content"] if part["type"] == "image_url"]
+    return [np.asarray(Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])))) for p in parts]
+
+
+def test_video_frames_send_each_video_whole_in_one_request(fake_vlm: FakeVlm) -> None:
+    """``video_frames = 3`` on 5-frame videos: one request per video with frames 0, 2 and 4 in time order, then
+    the preamble and the template; the verdict is the video's score."""
+    reward = _judge(fake_vlm, template="matches", video_frames=3)
+    assert reward.scores_video
+    result = reward(VIDEOS, ["a circle moving right {reply:yes}", "a square moving up {reply:no}"], [{}, {}])
+    assert result.scores.tolist() == [1.0, 0.0] and result.failures == 0
+    assert len(fake_vlm.bodies) == 2
+    for body in fake_vlm.bodies:
+        index = 0 if "circle" in body["messages"][-1]["content"][-1]["text"] else 1
+        sent = _sent_frames(body)
+        assert len(sent) == 3
+        for got, t in zip(sent, (0, 2, 4), strict=True):
+            np.testing.assert_array_equal(got, VIDEOS[index, t])
+        text = body["messages"][-1]["content"][-1]["text"]
+        assert text.startswith("The 3 images above are frames of one generated video") and "Does this image" in text
+
+
+def test_more_frames_asked_than_a_video_has_sends_them_all(fake_vlm: FakeVlm) -> None:
+    reward = _judge(fake_vlm, template="matches", video_frames=16)
+    reward(VIDEOS[:1], ["{reply:yes}"], [{}])
+    (body,) = fake_vlm.bodies
+    assert len(_sent_frames(body)) == 5
+
+
+def test_by_default_the_core_judges_each_frame_and_aggregates(fake_vlm: FakeVlm) -> None:
+    """``video_frames = 0``: an image reward, so the run's reward wrapper sends every frame alone (5 requests a
+    video) and the section's aggregate (the default mean) makes the video's score."""
+    spec = _spec()
+    options = structure_options(spec, {"base_url": fake_vlm.url, "model": "judge", "template": "matches", **FAST})
+    section = ResolvedComponent(kind="reward", name="vlm_judge", spec=spec, options=options)
+    combined = CombinedReward([section], None)
+    scored = combined(VIDEOS, ["{reply:yes}", "{reply:no}"], [{}, {}])
+    assert len(fake_vlm.bodies) == 10 and all(len(_sent_frames(b)) == 1 for b in fake_vlm.bodies)
+    assert scored.total.tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="video_frames > 0"):
+        _judge(fake_vlm, template="matches")(VIDEOS, ["a", "b"], [{}, {}])
+
+
+@pytest.mark.parametrize("frames", [-1, 65])
+def test_video_frames_out_of_range_is_a_config_error(frames: int) -> None:
+    with pytest.raises(ConfigError, match=r"1\.\.64 frames per video.*@ \$\.reward\.options\.video_frames"):
+        structure_options(_spec(), {"base_url": "http://h/v1", "model": "m", "video_frames": frames})

@@ -49,6 +49,18 @@ def _range(instance: Any, attribute: attrs.Attribute, value: tuple[float, float]
         raise ValueError(f"must be [low, high] with low < high, got {list(value)!r}")
 
 
+#: frames one judge request may carry: a bound on mistakes (servers cap the images of a prompt, e.g. vLLM's
+#: --limit-mm-per-prompt)
+MAX_VIDEO_FRAMES = 64
+
+
+def _frame_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not 0 <= value <= MAX_VIDEO_FRAMES:
+        raise ValueError(
+            f"must be 0 (judge each frame as an image) or 1..{MAX_VIDEO_FRAMES} frames per video, got {value!r}"
+        )
+
+
 def _template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     problem = template_problem(value, instance.parser)  # AttributeError without an instance: checked later
     if problem is not None:
@@ -93,6 +105,10 @@ class VlmJudgeConfig(RetryOptions):
     system_prompt: str = ""
     max_tokens: int = attrs.field(default=512, validator=_positive)
     temperature: float = attrs.field(default=0.0, converter=float, validator=_non_negative)
+    #: video models: 0 = each frame judged as an image (the [[reward]] section's aggregate makes the video's
+    #: score); k > 0 = each video judged whole, k of its frames (evenly spaced, first and last included) sent in
+    #: time order in one request, so the judge sees the motion
+    video_frames: int = attrs.field(default=0, validator=_frame_count)
 
 
 @attrs.frozen(kw_only=True)

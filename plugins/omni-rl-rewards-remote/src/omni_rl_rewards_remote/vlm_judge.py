@@ -2,7 +2,12 @@
 
 One ``/chat/completions`` call per image (the image as a base64 PNG data URL in an ``image_url`` content part,
 then the filled-in template as a ``text`` part), ``concurrency`` of them at a time, each with its timeout and
-retries. A call that still fails scores that sample 0 and is counted (``RewardResult.failures``, logged as
+retries. Videos (N, F, H, W, 3): by default the core scores each frame as an image (omni_rl.frame_rewards); with
+``video_frames = k`` the judge declares ``scores_video`` and sends k frames of each video, in time order, as k
+``image_url`` parts of one message (how vLLM, SGLang and OpenAI take several images), after a line saying they
+are one video's frames, so the verdict is the video's, motion included.
+
+A call that still fails scores that sample 0 and is counted (``RewardResult.failures``, logged as
 ``reward/<name>/failures``): a flaky judge costs some samples their signal, never the run.
 """
 
@@ -29,6 +34,11 @@ log = logging.getLogger(__name__)
 PostJson = Callable[..., Any]
 #: how much of an unexpected reply goes into the error text
 _REPLY_CHARS = 200
+#: what precedes the template when a video's frames are sent: the presets say "image", the judge sees several
+VIDEO_PREAMBLE = (
+    "The {k} images above are frames of one generated video, in time order from first to last. Judge the video "
+    "as a whole, its motion included: read every mention of the image below as the video.\n"
+)
 
 
 @attrs.frozen
@@ -48,6 +58,8 @@ class VlmJudgeReward:
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.retry = Retry.of(config)
         self._post = post
+        #: whole videos come as they are (k frames a request) instead of frame by frame (omni_rl.frame_rewards)
+        self.scores_video = config.video_frames > 0
         read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
 
     def __repr__(self) -> str:  # no key here either: it is never stored
@@ -56,7 +68,7 @@ class VlmJudgeReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = check_reward_images(images, prompts)
+        array = self._frames_of(images, prompts)
         # OCR targets are parsed before any call: a prompt without quoted text is a data mistake, found at once
         scorers = [self._scorer(prompt) for prompt in prompts]
         key = read_api_key(self.config.api_key_env, "vlm_judge")
@@ -75,6 +87,17 @@ class VlmJudgeReward:
             )
         scores = np.array([v.score for v in verdicts], dtype=np.float64)
         return RewardResult(scores=scores, failures=len(failed))
+
+    def _frames_of(self, images: Any, prompts: Sequence[str]) -> np.ndarray:
+        """Images (N, H, W, 3), or with ``video_frames`` videos (N, F, H, W, 3) reduced to (N, k, H, W, 3)."""
+        array = np.asarray(images)
+        if array.ndim != 5:
+            return check_reward_images(array, prompts)
+        if not self.scores_video:  # the core hands an image reward frames, never videos
+            raise ValueError("vlm_judge scores videos whole only with options.video_frames > 0")
+        check_reward_images(array[:, 0], prompts)  # dtype, layout and count, on the first frames
+        picks = np.unique(np.round(np.linspace(0, array.shape[1] - 1, min(array.shape[1], self.config.video_frames))))
+        return array[:, picks.astype(int)]
 
     def _scorer(self, prompt: str) -> Callable[[str], float]:
         parser = self.template.parser
@@ -98,9 +121,16 @@ class VlmJudgeReward:
             return Verdict(0.0, redact(str(exc), key))
 
     def request_body(self, image: np.ndarray, prompt: str) -> dict[str, Any]:
-        """The chat-completions request for one image (standard OpenAI format: vLLM, SGLang, OpenAI)."""
+        """The chat-completions request for one image (H, W, 3), or one video's frames (k, H, W, 3) as k images
+        after one another and the video preamble (standard OpenAI format: vLLM, SGLang, OpenAI)."""
         text = self.template.text.replace("{prompt}", prompt)
-        content = [{"type": "image_url", "image_url": {"url": png_data_url(image)}}, {"type": "text", "text": text}]
+        frames = [image] if image.ndim == 3 else list(image)
+        if image.ndim == 4:
+            text = VIDEO_PREAMBLE.replace("{k}", str(len(frames))) + text
+        content: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": png_data_url(frame)}} for frame in frames
+        ]
+        content.append({"type": "text", "text": text})
         messages: list[dict[str, Any]] = []
         if self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
