@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from omni_rl.batch import RewardResult
 from omni_rl.context import BuildContext
+from omni_rl.frame_rewards import scores_video
 from omni_rl.reward_protocol import encode_response
 from omni_rl.rewards import actor_context
 from omni_rl.schema import ResolvedComponent
@@ -32,6 +33,18 @@ class Job:
     images: np.ndarray
     prompts: list[str]
     metadata: list[dict[str, Any]]
+
+
+def check_servable(model: Any, name: str) -> None:
+    """Refuse a reward that scores whole videos (``scores_video``): the protocol (omni-rl-reward/1) carries images
+    (N, H, W, 3), so such a server could only ever be sent frames, which it would misread. Said when the replica
+    builds, not at the first request of a run."""
+    if scores_video(model):
+        raise ValueError(
+            f"reward {name!r} scores whole videos (scores_video = True) and the reward protocol carries images: "
+            "it cannot be served; score it in the training run as a [[reward]] (its resources give it a GPU "
+            "actor), or serve an image reward, which the http reward sends video frames to one by one"
+        )
 
 
 def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception]:
@@ -100,6 +113,7 @@ class RewardReplica:
         self.token = read_token(self.limits.token_env)
         # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
         self.model = component.build(actor_context(BuildContext(), component.resources))
+        check_servable(self.model, component.name)
         self.name = component.name
         self.score.set_max_batch_size(max_batch_size)
         self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)
