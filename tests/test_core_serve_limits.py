@@ -21,7 +21,7 @@ from PIL import Image
 
 from omni_rl.cli.serve_cmd import require_token
 from omni_rl.errors import ConfigError
-from omni_rl.reward_protocol import PixelLimits, encode_request
+from omni_rl.reward_protocol import PixelLimits, decode_images, encode_images, encode_request
 from omni_rl.serving.limits import ServeLimits, answer, read_token, token_runtime_env
 
 LIMITS = ServeLimits(max_body_bytes=200_000, pixels=PixelLimits(per_image=64 * 64, per_request=3 * 64 * 64))
@@ -47,11 +47,14 @@ def _ask(
     headers: dict[str, str] | None = None,
     declare_length: bool = True,
     limits: ServeLimits = LIMITS,
+    describe: dict[str, Any] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     data = json.dumps(body).encode() if isinstance(body, dict) else body
     sent = {"content-length": str(len(data))} if declare_length else {}
     sent.update(headers or {})
-    status, document = asyncio.run(answer(method, sent, _chunks(data), limits, token, {"reward": "toy"}, _score))
+    status, document = asyncio.run(
+        answer(method, sent, _chunks(data), limits, token, describe or {"reward": "toy"}, _score)
+    )
     json.dumps(document)  # always a JSON document
     return status, document
 
@@ -183,3 +186,47 @@ def test_the_replicas_get_the_token_from_the_serving_process(monkeypatch: pytest
     }
     assert token_runtime_env("") == {}
     assert TOKEN not in repr(ServeLimits(token_env="OMNI_RL_TEST_SERVE_TOKEN"))
+
+
+# -- videos: N videos of F frames (N, F, H, W, 3), for a reward that scores whole videos --------------------------
+
+VIDEOS = np.random.default_rng(2).integers(0, 256, size=(2, 3, 16, 16, 3), dtype=np.uint8)
+VIDEO_REWARD = {"reward": "motion", "scores_video": True}
+
+
+@pytest.mark.parametrize("encoding", ["png", "raw"])
+def test_videos_round_trip_frame_for_frame(encoding: str) -> None:
+    field = encode_images(VIDEOS, encoding)  # type: ignore[arg-type]
+    assert field.get("frames", 3) == 3 and (encoding == "raw" or len(field["data"]) == 6)
+    np.testing.assert_array_equal(decode_images(json.loads(json.dumps(field))), VIDEOS)
+
+
+@pytest.mark.parametrize("encoding", ["png", "raw"])
+def test_a_video_reward_is_sent_videos_and_an_image_reward_refuses_them(encoding: str) -> None:
+    status, document = _ask(_request(VIDEOS, encoding=encoding), describe=VIDEO_REWARD)
+    assert status == 200 and document["scores"] == pytest.approx([float(v.mean()) for v in VIDEOS])
+    status, document = _ask(_request(VIDEOS, encoding=encoding))
+    assert status == 400 and "scores images and the request holds videos" in document["error"]
+    status, document = _ask(_request(VIDEOS[:, 0], encoding=encoding), describe=VIDEO_REWARD)
+    assert status == 400 and "options.scores_video = true" in document["error"]
+
+
+@pytest.mark.parametrize("encoding", ["png", "raw"])
+def test_every_frame_counts_against_the_pixel_limit(encoding: str) -> None:
+    """Three 64x64 frames are the per-request limit: a fourth frame (two videos of two) is over it."""
+    videos = np.zeros((2, 2, 64, 64, 3), dtype=np.uint8)
+    status, document = _ask(_request(videos, encoding=encoding), describe=VIDEO_REWARD)
+    assert status == 400 and "more than 12,288 pixels" in document["error"]
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ({"encoding": "png", "frames": 0, "data": []}, '"images.frames" must be a positive integer'),
+        ({"encoding": "png", "frames": 2, "data": [_real_png(4, 4)] * 3}, "not a whole number of 2-frame videos"),
+        ({"encoding": "raw", "dtype": "uint8", "shape": [1, 2, 3, 4, 5, 3], "data": ""}, "[N, F, H, W, 3]"),
+    ],
+)
+def test_malformed_video_fields_are_a_400(field: dict[str, Any], message: str) -> None:
+    status, document = _ask({"images": field, "prompts": ["p"]}, describe=VIDEO_REWARD)
+    assert status == 400 and message in document["error"], document

@@ -8,6 +8,9 @@ docs/rewards.md documents the format for servers written in other languages; in 
               "images": {"encoding": "png", "data": ["<base64 PNG>", ...]}
                      or {"encoding": "raw", "dtype": "uint8", "shape": [N, H, W, 3], "data": "<base64 bytes>"},
               "prompts": ["...", ...], "metadata": [{...}, ...]}
+    videos   the same with "images" holding N videos of F frames: {"encoding": "png", "frames": F, "data": [N·F
+             PNGs, video by video]} or raw with "shape": [N, F, H, W, 3]; only a reward that scores whole videos
+             (GET says "scores_video": true) takes them
     response {"scores": [float, ...], "details": {"<sub-score>": [float, ...]}, "failures": int}
     error    HTTP 4xx/5xx with {"error": "<what went wrong>"}
 
@@ -89,26 +92,39 @@ def png_data_url(image: np.ndarray) -> str:
 
 
 def encode_images(images: np.ndarray, encoding: ImageEncoding = "png") -> dict[str, Any]:
-    """The ``images`` field of a request. ``raw`` skips PNG's compression (faster on a fast network)."""
-    array = _checked_images(np.asarray(images), "images")
+    """The ``images`` field of a request: images (N, H, W, 3) or videos (N, F, H, W, 3). ``raw`` skips PNG's
+    compression (faster on a fast network)."""
+    array = _checked_images(np.asarray(images), "images", videos=True)
     if encoding == "raw":
         data = base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
         return {"encoding": "raw", "dtype": "uint8", "shape": list(array.shape), "data": data}
     if encoding == "png":
-        return {"encoding": "png", "data": [png_base64(image) for image in array]}
+        frames = array.reshape(-1, *array.shape[-3:])  # a video's frames one after another, video by video
+        field: dict[str, Any] = {"encoding": "png", "data": [png_base64(image) for image in frames]}
+        if array.ndim == 5:
+            field["frames"] = int(array.shape[1])
+        return field
     raise ProtocolError(f"unknown image encoding {encoding!r}; use one of {', '.join(IMAGE_ENCODINGS)}")
 
 
 def decode_images(field: Any, limits: PixelLimits = NO_LIMITS) -> np.ndarray:
-    """The uint8 (N, H, W, 3) array of a request's ``images`` field, or ProtocolError (also for an image past
-    ``limits``, found before it is decoded)."""
+    """The uint8 (N, H, W, 3) array of a request's ``images`` field, or (N, F, H, W, 3) for videos, or
+    ProtocolError (also for an image or frame past ``limits``, found before it is decoded; every frame counts)."""
     if not isinstance(field, Mapping):
         raise ProtocolError('"images" must be an object with "encoding" and "data"')
     encoding = field.get("encoding")
     if encoding == "raw":
         return _decode_raw(field, limits)
     if encoding == "png":
-        return _decode_png(field.get("data"), limits)
+        frames = field.get("frames")
+        if frames is not None and not (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1):
+            raise ProtocolError(f'"images.frames" must be a positive integer (frames per video), got {frames!r}')
+        images = _decode_png(field.get("data"), limits)
+        if frames is None:
+            return images
+        if len(images) % frames:
+            raise ProtocolError(f'"images.data" holds {len(images)} PNGs, not a whole number of {frames}-frame videos')
+        return images.reshape(len(images) // frames, frames, *images.shape[1:])
     raise ProtocolError(f'"images.encoding" must be one of {list(IMAGE_ENCODINGS)}, got {encoding!r}')
 
 
@@ -116,15 +132,22 @@ def _decode_raw(field: Mapping[str, Any], limits: PixelLimits) -> np.ndarray:
     if field.get("dtype") != "uint8":
         raise ProtocolError(f'"images.dtype" must be "uint8", got {field.get("dtype")!r}')
     shape = field.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 4 and all(isinstance(s, int) and s >= 0 for s in shape)):
-        raise ProtocolError(f'"images.shape" must be [N, H, W, 3] (non-negative integers), got {shape!r}')
+    if not (
+        isinstance(shape, list)
+        and len(shape) in (4, 5)
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
+    ):
+        raise ProtocolError(
+            f'"images.shape" must be [N, H, W, 3] or, for videos, [N, F, H, W, 3] (non-negative integers), '
+            f"got {shape!r}"
+        )
     total = 0
-    for i in range(shape[0]):  # before the base64 is decoded: the shape alone says what it would cost
-        total = limits.check(i, shape[1], shape[2], total)
+    for i in range(math.prod(shape[:-3])):  # before the base64 is decoded: the shape says what it would cost
+        total = limits.check(i, shape[-3], shape[-2], total)
     raw = _b64(field.get("data"), "images.data")
     if len(raw) != math.prod(shape):
         raise ProtocolError(f'"images.data" holds {len(raw)} bytes but shape {shape} needs {math.prod(shape)}')
-    return _checked_images(np.frombuffer(raw, dtype=np.uint8).reshape(shape), "images")
+    return _checked_images(np.frombuffer(raw, dtype=np.uint8).reshape(shape), "images", videos=True)
 
 
 def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
@@ -163,11 +186,11 @@ def _b64(value: Any, where: str) -> bytes:
         raise ProtocolError(f'"{where}" is not valid base64: {exc}') from exc
 
 
-def _checked_images(array: np.ndarray, where: str) -> np.ndarray:
-    if array.ndim != 4 or array.shape[-1] != 3 or array.dtype != np.uint8:
-        raise ProtocolError(
-            f'"{where}" must be uint8 RGB images of shape (N, H, W, 3), got {array.dtype} {array.shape}'
-        )
+def _checked_images(array: np.ndarray, where: str, videos: bool = False) -> np.ndarray:
+    ranks = (4, 5) if videos else (4,)
+    if array.ndim not in ranks or array.shape[-1] != 3 or array.dtype != np.uint8:
+        shapes = "(N, H, W, 3) or videos (N, F, H, W, 3)" if videos else "(N, H, W, 3)"
+        raise ProtocolError(f'"{where}" must be uint8 RGB images of shape {shapes}, got {array.dtype} {array.shape}')
     return array
 
 

@@ -25,6 +25,7 @@ from omni_rl.trainer import Trainer
 
 QUICKSTART = Path(__file__).parents[2] / "docs" / "examples" / "quickstart.toml"
 VAL = Path(__file__).parents[2] / "plugins" / "omni-rl-shapes" / "src" / "omni_rl_shapes" / "prompts" / "val.txt"
+MOTION_VAL = VAL.with_name("motion_val.txt")
 CLIP_TINY = Path(__file__).parents[2] / "plugins" / "omni-rl-rewards-clip" / "tests" / "clip_tiny_models.py"
 
 
@@ -71,13 +72,20 @@ def test_a_served_reward_scores_like_the_in_process_one_until_its_server_goes_aw
     serve_config = tmp_path / "serve.toml"
     serve_config.write_text(
         f'[server]\nport = {port}\n\n[[reward]]\nname = "shapes"\nreplicas = 1\nresources = {{ CPU = 0.5 }}\n'
-        "max_batch_size = 4\n" + _tiny_pickscore_section(tmp_path / "clip")
+        "max_batch_size = 4\n"
+        '\n[[reward]]\nname = "shapes_motion"\nroute = "motion"\nresources = { CPU = 0.25 }\n'
+        + _tiny_pickscore_section(tmp_path / "clip")
     )
     config = load_serve_config(serve_config, [], get_registry())
     try:
-        url, *others = start_servers(config)
+        url, motion_url, *others = start_servers(config)
         assert url == f"http://127.0.0.1:{port}/shapes"
-        assert json.loads(urllib.request.urlopen(url, timeout=30).read())["reward"] == "shapes"
+        assert json.loads(urllib.request.urlopen(url, timeout=30).read()) == {
+            "protocol": "omni-rl-reward/1",
+            "reward": "shapes",
+            "scores_video": False,
+        }
+        _a_served_video_reward_gets_whole_videos(motion_url)
 
         images, prompts = _rollout()
         local = CombinedReward(load_config(QUICKSTART).rewards, None)(images, prompts, [{}] * 6)
@@ -90,7 +98,7 @@ def test_a_served_reward_scores_like_the_in_process_one_until_its_server_goes_aw
             for key, values in local.details["shapes"].items():
                 np.testing.assert_array_equal(scored.details["http"][key], values)
         assert np.ptp(local.details["shapes"]["position"]) > 0 or np.ptp(local.total) > 0  # not all-equal zeros
-        for served, other_url in zip(config.rewards[1:], others, strict=True):  # a tiny pickscore, when installed
+        for served, other_url in zip(config.rewards[2:], others, strict=True):  # a tiny pickscore, when installed
             expected = served.component.build(None)(images, prompts, [{}] * 6)
             http_sets = ['reward.0.name="http"', f'reward.0.options={{url = "{other_url}"}}']
             got = CombinedReward(load_config(QUICKSTART, http_sets).rewards, None)(images, prompts, [{}] * 6)
@@ -112,6 +120,31 @@ def test_a_served_reward_scores_like_the_in_process_one_until_its_server_goes_aw
     tolerant = CombinedReward(load_config(QUICKSTART, [*sets, 'reward.0.on_error="zero"']).rewards, None)
     scored = tolerant(images, prompts, [{}] * 6)
     assert scored.total.tolist() == [0.0] * 6 and scored.metrics()["reward/http/failures"] == 1.0
+
+
+def _a_served_video_reward_gets_whole_videos(url: str) -> None:
+    """``shapes_motion`` (it scores whole clips) behind serve-reward: GET says so, ``http`` with ``scores_video``
+    gets the in-process scores and sub-scores exactly, and without it the run's frames are refused by name."""
+    from omni_rl_shapes.motion_render import render_clip
+
+    assert json.loads(urllib.request.urlopen(url, timeout=30).read())["scores_video"] is True
+    prompts = MOTION_VAL.read_text().splitlines()[:4]
+    clips = np.stack([render_clip(p, seed=k, flaw="flicker" if k % 2 else None) for k, p in enumerate(prompts)])
+    base = ['reward.0.name="shapes_motion"', "reward.0.options={}"]
+    local = CombinedReward(load_config(QUICKSTART, base).rewards, None)(clips, prompts, [{}] * 4)
+    assert np.ptp(local.total) > 0
+    for encoding in ("png", "raw"):
+        options = f'{{url = "{url}", image_encoding = "{encoding}", scores_video = true}}'
+        http_sets = ['reward.0.name="http"', f"reward.0.options={options}"]
+        remote = CombinedReward(load_config(QUICKSTART, http_sets).rewards, None)
+        scored = remote(clips, prompts, [{}] * 4)
+        np.testing.assert_array_equal(scored.total, local.total)
+        for key, values in local.details["shapes_motion"].items():
+            np.testing.assert_array_equal(scored.details["http"][key], values)
+    frame_sets = ['reward.0.name="http"', f'reward.0.options={{url = "{url}", max_retries = 0}}']
+    frames = CombinedReward(load_config(QUICKSTART, frame_sets).rewards, None)
+    with pytest.raises(RuntimeFailure, match=r"scores whole videos .* options\.scores_video = true"):
+        frames(clips, prompts, [{}] * 4)
 
 
 def test_serve_reward_reports_config_problems_by_path(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
 from omni_rl.reward_protocol import NO_LIMITS, PROTOCOL, PixelLimits, ProtocolError, decode_request
 
@@ -115,6 +116,23 @@ def parse_body(body: bytes, pixels: PixelLimits) -> tuple[Any, list[str], list[d
     return images, prompts, metadata
 
 
+def check_rank(images: Any, scores_video: bool) -> None:
+    """A video reward takes videos (N, F, H, W, 3) and an image reward images (N, H, W, 3); the other is a 400
+    saying what to send."""
+    if np.ndim(images) == 5 and not scores_video:
+        raise ClientError(
+            400,
+            "bad request: this reward scores images and the request holds videos; send their frames as images "
+            "(the http reward does, unless its options.scores_video is true)",
+        )
+    if np.ndim(images) == 4 and scores_video:
+        raise ClientError(
+            400,
+            "bad request: this reward scores whole videos (N, F, H, W, 3) and the request holds images; set the "
+            "http reward's options.scores_video = true",
+        )
+
+
 #: (status, JSON body) of an answer
 Answer = tuple[int, dict[str, Any]]
 
@@ -137,6 +155,7 @@ async def answer(
         if method != "POST":
             raise ClientError(405, f"method {method} is not served: POST scores, GET describes")
         images, prompts, metadata = parse_body(await read_body(headers, chunks, limits.max_body_bytes), limits.pixels)
+        check_rank(images, bool(describe.get("scores_video")))
     except ClientError as exc:
         return exc.status, {"error": exc.reason}
     try:

@@ -35,18 +35,6 @@ class Job:
     metadata: list[dict[str, Any]]
 
 
-def check_servable(model: Any, name: str) -> None:
-    """Refuse a reward that scores whole videos (``scores_video``): the protocol (omni-rl-reward/1) carries images
-    (N, H, W, 3), so such a server could only ever be sent frames, which it would misread. Said when the replica
-    builds, not at the first request of a run."""
-    if scores_video(model):
-        raise ValueError(
-            f"reward {name!r} scores whole videos (scores_video = True) and the reward protocol carries images: "
-            "it cannot be served; score it in the training run as a [[reward]] (its resources give it a GPU "
-            "actor), or serve an image reward, which the http reward sends video frames to one by one"
-        )
-
-
 def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception]:
     """Score every job, merging those whose images share a size into one call; a merged call that fails is
     retried job by job, so one bad request does not fail the others it was merged with.
@@ -113,8 +101,9 @@ class RewardReplica:
         self.token = read_token(self.limits.token_env)
         # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
         self.model = component.build(actor_context(BuildContext(), component.resources))
-        check_servable(self.model, component.name)
         self.name = component.name
+        #: what GET says and the rank a request must have: videos (N, F, H, W, 3) for a reward that scores them
+        self.describe = {"reward": self.name, "scores_video": scores_video(self.model)}
         self.score.set_max_batch_size(max_batch_size)
         self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
@@ -125,7 +114,7 @@ class RewardReplica:
             request.stream(),
             self.limits,
             self.token,
-            {"reward": self.name},
+            self.describe,
             self._score_job,
         )
         return JSONResponse(document, status_code=status)

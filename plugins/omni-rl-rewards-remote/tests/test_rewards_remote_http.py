@@ -18,6 +18,8 @@ from omni_rl.batch import RewardResult
 from omni_rl.config import structure_options
 from omni_rl.errors import RuntimeFailure
 from omni_rl.reward_protocol import decode_request, encode_response
+from omni_rl.rewards import CombinedReward
+from omni_rl.schema import ResolvedComponent
 from omni_rl.testing import RewardConformance
 
 IMAGES = np.random.default_rng(1).integers(0, 256, size=(5, 6, 4, 3), dtype=np.uint8)
@@ -26,10 +28,12 @@ PROMPTS = [f"prompt {i}" for i in range(5)]
 
 def brightness(images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]) -> RewardResult:
     """The served reward: mean brightness, plus the red channel and a metadata echo as sub-scores."""
-    pixels = images.astype(np.float64) / 255.0
+    pixels = images.astype(np.float64) / 255.0  # images (N, H, W, 3) or videos (N, F, H, W, 3)
     echo = np.array([float(m.get("k", -1)) for m in metadata])
+    n = len(pixels)
     return RewardResult(
-        scores=pixels.mean(axis=(1, 2, 3)), details={"red": pixels[..., 0].mean(axis=(1, 2)), "k": echo}
+        scores=pixels.reshape(n, -1).mean(axis=1),
+        details={"red": pixels[..., 0].reshape(n, -1).mean(axis=1), "k": echo},
     )
 
 
@@ -42,6 +46,7 @@ def server() -> Iterator[dict[str, Any]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             images, prompts, metadata = decode_request(body)
             record["sizes"].append(len(prompts))
+            record.setdefault("shapes", []).append(images.shape)
             record["encodings"].append(body["images"]["encoding"])
             data = json.dumps(encode_response(brightness(images, prompts, metadata))).encode()
             self.send_response(200)
@@ -80,6 +85,29 @@ def test_scores_are_the_servers(server: dict[str, Any], encoding: str, batch_siz
     np.testing.assert_array_equal(result.details["red"], expected.details["red"])
     np.testing.assert_array_equal(result.details["k"], np.arange(5.0))  # metadata travels, in order
     assert sorted(server["sizes"]) == sorted(sizes) and set(server["encodings"]) == {encoding}
+
+
+VIDEOS = np.random.default_rng(2).integers(0, 256, size=(2, 3, 6, 4, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("encoding", ["png", "raw"])
+def test_scores_video_sends_whole_videos(server: dict[str, Any], encoding: str) -> None:
+    reward = _reward(server["url"], image_encoding=encoding, scores_video=True)
+    assert reward.scores_video  # the core then hands it videos, not frames
+    result = reward(VIDEOS, PROMPTS[:2], [{}, {}])
+    assert server["shapes"] == [(2, 3, 6, 4, 3)]
+    np.testing.assert_array_equal(result.scores, brightness(VIDEOS, PROMPTS[:2], [{}, {}]).scores)
+
+
+def test_by_default_a_run_sends_each_frame_as_an_image(server: dict[str, Any]) -> None:
+    spec = _spec()
+    section = ResolvedComponent(
+        kind="reward", name="http", spec=spec, options=structure_options(spec, {"url": server["url"]})
+    )
+    scored = CombinedReward([section], None)(VIDEOS, PROMPTS[:2], [{}, {}])
+    assert server["shapes"] == [(6, 6, 4, 3)]  # 2 videos x 3 frames, as images
+    frame_means = brightness(VIDEOS.reshape(6, 6, 4, 3), ["p"] * 6, [{}] * 6).scores.reshape(2, 3).mean(axis=1)
+    np.testing.assert_allclose(scored.total, frame_means)
 
 
 def test_a_server_that_is_away_is_named_by_url() -> None:

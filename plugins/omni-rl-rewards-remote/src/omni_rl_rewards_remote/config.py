@@ -121,6 +121,10 @@ class HttpRewardConfig(RetryOptions):
     image_encoding: Literal["png", "raw"] = attrs.field(default="png", validator=attrs.validators.in_(("png", "raw")))
     #: images per request (0 = the whole batch in one request); several requests go out concurrently
     batch_size: int = attrs.field(default=0, validator=_non_negative)
+    #: video models: false = the run sends each video's frames as images (the [[reward]] aggregate makes the
+    #: video's score); true = the served reward scores whole videos (its GET says "scores_video": true) and gets
+    #: them as they are, (N, F, H, W, 3)
+    scores_video: bool = False
     timeout_s: float = attrs.field(default=300.0, converter=float, validator=_positive)
     max_retries: int = attrs.field(default=2, validator=_non_negative)
     concurrency: int = attrs.field(default=4, validator=_positive)

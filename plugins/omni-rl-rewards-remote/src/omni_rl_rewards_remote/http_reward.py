@@ -1,9 +1,12 @@
 """``http``: a reward scored by a reward server (``omni-rl serve-reward``, or any server of the same protocol).
 
 The batch goes out in requests of ``batch_size`` images (all at once by default), ``concurrency`` of them in
-flight, each with its timeout and retries. A server that stays unreachable fails the whole batch with its
-URL named: the section's ``on_error`` then decides between stopping the run (with the resume command) and
-scoring the batch 0 with the failure counted.
+flight, each with its timeout and retries. On a video model the core hands it each video's frames as images
+(omni_rl.frame_rewards), unless ``scores_video`` says the served reward scores whole videos: then it declares
+``scores_video`` itself and sends the videos (N, F, H, W, 3) as they are.
+
+A server that stays unreachable fails the whole batch with its URL named: the section's ``on_error`` then
+decides between stopping the run (with the resume command) and scoring the batch 0 with the failure counted.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ class HttpReward:
         self.config = config
         self.retry = Retry.of(config)
         self._post = post
+        #: whole videos come as they are, to a server whose reward scores them (omni_rl.frame_rewards)
+        self.scores_video = config.scores_video
         read_api_key(config.api_key_env, "http")
 
     def __repr__(self) -> str:
@@ -37,7 +42,11 @@ class HttpReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = check_reward_images(images, prompts)
+        array = np.asarray(images)
+        if array.ndim == 5 and self.scores_video:
+            check_reward_images(array[:, 0], prompts)  # dtype, layout and count, on the first frames
+        else:
+            array = check_reward_images(array, prompts)
         n = len(prompts)
         metadata = list(metadata) or [{} for _ in range(n)]
         size = self.config.batch_size or max(n, 1)
