@@ -141,6 +141,8 @@ def _decode_raw(field: Mapping[str, Any], limits: PixelLimits) -> np.ndarray:
             f'"images.shape" must be [N, H, W, 3] or, for videos, [N, F, H, W, 3] (non-negative integers), '
             f"got {shape!r}"
         )
+    if len(shape) == 5 and shape[1] == 0:
+        raise ProtocolError('"images.shape" has 0 frames per video: a video needs at least one frame')
     total = 0
     for i in range(math.prod(shape[:-3])):  # before the base64 is decoded: the shape says what it would cost
         total = limits.check(i, shape[-3], shape[-2], total)
