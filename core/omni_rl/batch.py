@@ -141,16 +141,21 @@ class RewardResult:
         return cls(scores=np.asarray(value, dtype=np.float64))
 
 
-def check_reward_images(images: Any, prompts: Sequence[str]) -> np.ndarray:
+def check_reward_images(images: Any, prompts: Sequence[str], *, videos: bool = False) -> np.ndarray:
     """What a reward receives (:class:`omni_rl.protocols.RewardModel`): ``images`` as a uint8 (N, H, W, 3) numpy
-    array (a CPU tensor of that layout converts) with N == len(prompts), or ValueError.
+    array (a CPU tensor of that layout converts) with N == len(prompts), or ValueError. ``videos``: a reward that
+    scores whole videos (``scores_video``) also takes (N, F, H, W, 3) with at least one frame.
 
     Another dtype or layout is a bug in the component that produced the images (rewards score decoded uint8 RGB,
     never latents or [0, 1] floats), so this raises rather than guessing a range to rescale from.
     """
     array = np.asarray(images)
-    if array.ndim != 4 or array.shape[-1] != 3:
-        raise ValueError(f"images must have shape (N, H, W, 3) (RGB, channels last), got {array.shape}")
+    if videos and array.ndim == 5 and array.shape[-1] == 3:
+        if array.shape[1] == 0:
+            raise ValueError(f"videos must have at least one frame, got shape {array.shape}")
+    elif array.ndim != 4 or array.shape[-1] != 3:
+        also = " or videos (N, F, H, W, 3)" if videos else ""
+        raise ValueError(f"images must have shape (N, H, W, 3){also} (RGB, channels last), got {array.shape}")
     if array.dtype != np.uint8:
         raise ValueError(f"images must be uint8 in [0, 255], got dtype {array.dtype}")
     if len(prompts) != len(array):

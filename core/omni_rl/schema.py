@@ -23,7 +23,7 @@ from omni_rl.validators import (
     non_negative_finite,
     positive_finite,
 )
-from omni_rl.videos import video_format_problem
+from omni_rl.video_formats import video_format_problem
 
 #: upper bounds of counts: far beyond any real run, low enough that a typo (``steps = 10**30``, a prompt count
 #: pasted into the wrong key) fails at load time, not after Ray and the model started or in an endless loop

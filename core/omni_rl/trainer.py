@@ -99,7 +99,6 @@ class Trainer:
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
         #: video rollouts: the frame rate of the sample and val videos (the rollout's ``fps`` option)
         self.video_fps = int(getattr(components["rollout"].options, "fps", DEFAULT_FPS))
-        self.video_format = config.log.video_format
         check_asynchrony(config, self.loss)  # [cluster] rollout_workers, [run] max_staleness, [rollout_correction]
         #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
         self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
@@ -183,10 +182,10 @@ class Trainer:
             captions,
             title=title,
             fps=self.video_fps,
-            video_format=self.video_format,
+            video_format=self.config.log.video_format,
         )
         if logger is not None:
-            _log_grid(logger, step, "val", grid, out["images"], self.video_format)
+            _log_grid(logger, step, "val", grid, out["images"], self.config.log.video_format)
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
@@ -282,10 +281,10 @@ class Trainer:
                 columns=g,
                 title=title,
                 fps=self.video_fps,
-                video_format=self.video_format,
+                video_format=self.config.log.video_format,
             )
             if logger is not None:
-                _log_grid(logger, step, "train", grid, out["images"], self.video_format)
+                _log_grid(logger, step, "train", grid, out["images"], self.config.log.video_format)
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------

@@ -11,70 +11,34 @@ heavy dependency for a preview, so omni-rl never needs it.
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageSequence, features
+from PIL import Image, ImageSequence
 
 from omni_rl.images import render_grid, save_grid
+from omni_rl.video_formats import mp4_encoder, video_format_problem, video_suffix
 
 #: frames drawn side by side in a grid cell
 STRIP_FRAMES = 8
 #: what sample videos play at when the rollout does not say (its ``fps`` option)
 DEFAULT_FPS = 16
-#: ``[log] video_format`` values: "auto" is MP4 with PyAV, else WebP with Pillow's WebP, else GIF
-VIDEO_FORMATS = ("auto", "mp4", "webp", "gif")
-#: H.264 encoders in the order tried (PyAV's wheels ship libx264); the constant rate factor keeps grids sharp
-MP4_ENCODERS = ("libx264", "h264")
+#: H.264's constant rate factor for the MP4 grids: low enough to keep captions and thin shapes sharp
 MP4_CRF = "18"
+
+
+def frame_indices(frames: int, k: int) -> np.ndarray:
+    """Up to ``k`` of a video's ``frames`` indices, evenly spaced, the first and the last always among them: what
+    a grid's strip shows and what a judge of whole videos is sent."""
+    return np.unique(np.round(np.linspace(0, frames - 1, min(frames, k))).astype(int))
 
 
 def frame_strips(videos: np.ndarray, max_frames: int = STRIP_FRAMES) -> np.ndarray:
     """(N, F, H, W, 3) -> (N, H, k·W, 3): up to ``max_frames`` frames per video side by side, the first and the last
     always among them."""
-    frames = videos.shape[1]
-    picks = np.unique(np.round(np.linspace(0, frames - 1, min(frames, max_frames))).astype(int))
-    return np.concatenate([videos[:, i] for i in picks], axis=2)
-
-
-@functools.cache
-def mp4_encoder() -> str | None:
-    """The H.264 encoder PyAV offers here, or None without PyAV (or without one)."""
-    try:
-        import av
-    except ImportError:
-        return None
-    for name in MP4_ENCODERS:
-        try:
-            av.codec.Codec(name, "w")
-        except Exception:  # PyAV's UnknownCodecError; any failure means "not this one"
-            continue
-        return name
-    return None
-
-
-def video_format_problem(video_format: str) -> str | None:
-    """Why ``video_format`` cannot be written here (with the fix), or None when it can."""
-    if video_format not in VIDEO_FORMATS:
-        return f"unknown video format {video_format!r}; available: {', '.join(VIDEO_FORMATS)}"
-    if video_format == "mp4" and mp4_encoder() is None:
-        return "'mp4' needs PyAV with an H.264 encoder: pip install av (or omni-rl[video]), or use \"auto\""
-    if video_format == "webp" and not features.check("webp"):
-        return 'this Pillow cannot write WebP: use "gif" or "auto", or install a Pillow built with libwebp'
-    return None
-
-
-def video_suffix(video_format: str = "auto") -> str:
-    """The animated grid's file suffix for ``[log] video_format``: ``"auto"`` is ``.mp4`` where PyAV can encode
-    H.264, else ``.webp`` where Pillow can write animated WebP, else ``.gif``."""
-    if video_format in ("mp4", "webp", "gif"):
-        return f".{video_format}"
-    if mp4_encoder() is not None:
-        return ".mp4"
-    return ".webp" if features.check("webp") else ".gif"
+    return np.concatenate([videos[:, i] for i in frame_indices(videos.shape[1], max_frames)], axis=2)
 
 
 def frame_duration_ms(fps: int) -> int:
@@ -111,7 +75,7 @@ def save_video(path: Path, frames: Sequence[Image.Image], fps: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     if path.suffix == ".mp4":
-        _write_mp4(tmp, [np.asarray(frame.convert("RGB")) for frame in frames], fps)
+        _write_mp4(tmp, frames, fps)
         tmp.replace(path)
         return path
     options = {"lossless": True} if path.suffix == ".webp" else {}
@@ -135,20 +99,20 @@ def _even(frame: np.ndarray) -> np.ndarray:
     return np.pad(frame, ((0, height % 2), (0, width % 2), (0, 0)), constant_values=255)
 
 
-def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
+def _write_mp4(path: Path, frames: Sequence[Image.Image], fps: int) -> None:
     import av
 
     encoder = mp4_encoder()
     if encoder is None:
         raise RuntimeError(video_format_problem("mp4"))
-    even = [_even(frame) for frame in frames]
     with av.open(str(path), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
         stream = container.add_stream(encoder, rate=fps)
-        stream.height, stream.width = even[0].shape[:2]
+        stream.height, stream.width = _even(np.asarray(frames[0].convert("RGB"))).shape[:2]
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": MP4_CRF}
-        for frame in even:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        for frame in frames:  # one frame converted at a time: long videos of large grids stay small in memory
+            even = _even(np.asarray(frame.convert("RGB")))
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(even, format="rgb24")))
         container.mux(stream.encode())  # flush the encoder's delayed frames
 
 

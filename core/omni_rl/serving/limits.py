@@ -128,8 +128,8 @@ def check_rank(images: Any, scores_video: bool) -> None:
     if np.ndim(images) == 4 and scores_video:
         raise ClientError(
             400,
-            "bad request: this reward scores whole videos (N, F, H, W, 3) and the request holds images; set the "
-            "http reward's options.scores_video = true",
+            "bad request: this reward scores whole videos (N, F, H, W, 3) and the request holds images; score a "
+            "video model's rollouts with it and set the http reward's options.scores_video = true",
         )
 
 

@@ -99,6 +99,13 @@ def test_scores_video_sends_whole_videos(server: dict[str, Any], encoding: str) 
     np.testing.assert_array_equal(result.scores, brightness(VIDEOS, PROMPTS[:2], [{}, {}]).scores)
 
 
+def test_a_video_without_frames_is_refused_before_any_request(server: dict[str, Any]) -> None:
+    reward = _reward(server["url"], scores_video=True)
+    with pytest.raises(ValueError, match="at least one frame"):
+        reward(VIDEOS[:, :0], PROMPTS[:2], [{}, {}])
+    assert server["sizes"] == []
+
+
 def test_by_default_a_run_sends_each_frame_as_an_image(server: dict[str, Any]) -> None:
     spec = _spec()
     section = ResolvedComponent(

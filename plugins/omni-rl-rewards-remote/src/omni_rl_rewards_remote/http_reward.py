@@ -42,11 +42,7 @@ class HttpReward:
     def __call__(
         self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
     ) -> RewardResult:
-        array = np.asarray(images)
-        if array.ndim == 5 and self.scores_video:
-            check_reward_images(array[:, 0], prompts)  # dtype, layout and count, on the first frames
-        else:
-            array = check_reward_images(array, prompts)
+        array = check_reward_images(images, prompts, videos=self.scores_video)
         n = len(prompts)
         metadata = list(metadata) or [{} for _ in range(n)]
         size = self.config.batch_size or max(n, 1)

@@ -23,6 +23,7 @@ import numpy as np
 
 from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.reward_protocol import png_data_url
+from omni_rl.videos import frame_indices
 from omni_rl_rewards_remote.config import VlmJudgeConfig
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
 from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact, redacted_excerpt
@@ -39,6 +40,8 @@ VIDEO_PREAMBLE = (
     "The {k} images above are frames of one generated video, in time order from first to last. Judge the video "
     "as a whole, its motion included: read every mention of the image below as the video.\n"
 )
+#: the same for a video of one frame (or ``video_frames = 1``): there is no motion to judge
+ONE_FRAME_PREAMBLE = "The image above is the first frame of a generated video: judge it as the video.\n"
 
 
 @attrs.frozen
@@ -90,14 +93,10 @@ class VlmJudgeReward:
 
     def _frames_of(self, images: Any, prompts: Sequence[str]) -> np.ndarray:
         """Images (N, H, W, 3), or with ``video_frames`` videos (N, F, H, W, 3) reduced to (N, k, H, W, 3)."""
-        array = np.asarray(images)
-        if array.ndim != 5:
-            return check_reward_images(array, prompts)
-        if not self.scores_video:  # the core hands an image reward frames, never videos
+        if np.ndim(images) == 5 and not self.scores_video:  # the core hands an image reward frames, never videos
             raise ValueError("vlm_judge scores videos whole only with options.video_frames > 0")
-        check_reward_images(array[:, 0], prompts)  # dtype, layout and count, on the first frames
-        picks = np.unique(np.round(np.linspace(0, array.shape[1] - 1, min(array.shape[1], self.config.video_frames))))
-        return array[:, picks.astype(int)]
+        array = check_reward_images(images, prompts, videos=self.scores_video)
+        return array[:, frame_indices(array.shape[1], self.config.video_frames)] if array.ndim == 5 else array
 
     def _scorer(self, prompt: str) -> Callable[[str], float]:
         parser = self.template.parser
@@ -126,7 +125,8 @@ class VlmJudgeReward:
         text = self.template.text.replace("{prompt}", prompt)
         frames = [image] if image.ndim == 3 else list(image)
         if image.ndim == 4:
-            text = VIDEO_PREAMBLE.replace("{k}", str(len(frames))) + text
+            preamble = VIDEO_PREAMBLE.replace("{k}", str(len(frames))) if len(frames) > 1 else ONE_FRAME_PREAMBLE
+            text = preamble + text
         content: list[dict[str, Any]] = [
             {"type": "image_url", "image_url": {"url": png_data_url(frame)}} for frame in frames
         ]
