@@ -9,6 +9,7 @@
 - ``gpu``: the GPU suite (tests/gpu, marked ``gpu``): every example and runtime path on one CUDA GPU.
 - ``bench_gpu``: the GPU rows of the overhead and rollout-placement benchmarks (needs a CUDA device),
   each in its own section.
+- ``bench_speed_options``: each speed option against all off on the same GPU model (its own section).
 
 Torch is pinned to the CPU build in the same pip command as everything else: an unpinned torch makes pip pull
 the newest CUDA build (GBs). The install fails loudly if a CUDA torch or any nvidia-* package slipped in.
@@ -149,6 +150,16 @@ def bench_gpu(session: nox.Session) -> None:
     session.run("python", "benchmarks/overhead.py", "--device", "cuda", *out, *session.posargs, env=env)
     # colocated vs disaggregated rollout on the same GPUs (its own section)
     session.run("python", "benchmarks/async_rollout.py", "--device", "cuda", *out, env=env)
+
+
+@nox.session(venv_params=["--system-site-packages"])
+def bench_speed_options(session: nox.Session) -> None:
+    """GPU: each speed option alone (regional compile, CUDA graphs, each SDPA backend, the VAE options, "auto"
+    batch sizes) against all off on bench_gpu's SD3.5-Medium-sized model, side by side in one process; writes
+    its section of docs/benchmarks.md (`-- --only cuda_graphs flash` for a few). Without CUDA: one line, exit 0."""
+    session.install("-e", ".[train]", "-r", str(PLUGIN_LIST.relative_to(ROOT)))
+    env = {k: v for k, v in TEST_ENV.items() if k != "OMP_NUM_THREADS"}
+    session.run("python", "benchmarks/speed_options.py", "--out", "docs/benchmarks.md", *session.posargs, env=env)
 
 
 @nox.session(venv_params=["--system-site-packages"])

@@ -41,13 +41,16 @@ class Setting:
     window: int = 2
     cfg: float = 4.5
     height: int = 64
-    #: samples per transformer call in the rollout (CFG doubles the batch the transformer sees)
-    batch_size: int = 8
-    micro_batch: int = 4
+    #: samples per transformer call in the rollout (CFG doubles the batch the transformer sees); "auto" for the
+    #: framework side only (benchmarks/speed_options.py)
+    batch_size: int | str = 8
+    micro_batch: int | str = 4
     lora_rank: int = 16
     lora_alpha: float | None = None
     device: str = "cpu"
     dtype: str = "float32"
+    #: extra ``[model] options`` (the speed options: benchmarks/speed_options.py), as (key, value) pairs
+    model_options: tuple[tuple[str, object], ...] = ()
     recompute_old_log_probs: bool = False
 
     @property
@@ -85,6 +88,7 @@ class OverheadCase:
         options: dict[str, object] = {"path": str(pipeline_path), "lora_rank": s.lora_rank, "dtype": s.dtype}
         if s.lora_alpha is not None:
             options["lora_alpha"] = s.lora_alpha
+        options.update(dict(s.model_options))
         self.model = build("model", "sd3", options, ctx=BuildContext(device=s.device))
         self.sampler = build(
             "sampler", "flow_sde", {"window_size": s.window, "window_range": [0, s.window], "window_mode": "fixed"}
@@ -114,7 +118,11 @@ class OverheadCase:
         self.engine = TrajectoryUpdate(self.model, self.sampler, self.loss, self.optimizer, optim)
         self.advantages = torch.randn(len(self.prompts), generator=torch.Generator().manual_seed(0))
         #: the batch both updates train on (the framework's rollout, so both re-score the same trajectory)
+        started = time.perf_counter()
         self.batch = self.framework_rollout()
+        self.sync()
+        #: the first rollout's seconds: with it, one-time costs (compiling blocks, capturing CUDA graphs)
+        self.first_rollout_s = time.perf_counter() - started
 
     def sync(self) -> None:
         """Wait for queued GPU work, so a timer measures the work and not its launch."""

@@ -61,7 +61,7 @@ def rehearsal() -> bool:
 
 
 def on_this_machine(sets: tuple[str, ...] | list[str]) -> list[str]:
-    """``sets`` as given, or with every GPU request set to 0 in a rehearsal."""
+    """``sets`` as given, or in a rehearsal with every GPU request set to 0 and the CUDA-only speed options off."""
     if not rehearsal():
         return list(sets)
     out = []
@@ -71,5 +71,9 @@ def on_this_machine(sets: tuple[str, ...] | list[str]) -> list[str]:
             s = f"{key}=0"
         if key == "cluster.mixed_precision":
             s = 'cluster.mixed_precision="no"'
+        if key == "model.options.cuda_graphs":  # CUDA-only: refused on a CPU worker
+            s = f"{key}=false"
+        if key == "model.options.attention_backend":  # the fused kernels are CUDA-only
+            s = f'{key}="default"'
         out.append(s)
     return out

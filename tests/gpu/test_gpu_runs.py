@@ -70,6 +70,12 @@ PATH_CASES: dict[str, tuple[tuple[str, ...], str]] = {
     "compile_regional": (('model.options.compile="regional"', *RECOMPUTE), "float32"),
     "attention_efficient": (('model.options.attention_backend="efficient"', *RECOMPUTE), "float32"),
     "batch_size_auto": (('rollout.options.batch_size="auto"', 'optim.micro_batch="auto"', *RECOMPUTE), "float32"),
+    "cuda_graphs": (("model.options.cuda_graphs=true", *RECOMPUTE), "float32"),
+    # the rollout copy's graphs read each new weights version, copied into the same tensors in place
+    "cuda_graphs_rollout_workers": (
+        (*SHARED_GPU, "run.max_staleness=1", "model.options.cuda_graphs=true", *RECOMPUTE),
+        "float32",
+    ),
 }
 
 

@@ -135,19 +135,36 @@ def _auto_batch_problems(file: TrainConfig) -> list[str]:
 
 
 def _compile_problems(file: TrainConfig) -> list[str]:
-    """A compiled model (``[model] options.compile``) runs other kernels with gradients than without, so the
-    first step's on-policy ratio is exactly 1 only when the update recomputes the old log-probs (through its
-    trained forward, omni_rl_sd3.speed); the rollout's own log-probs would be off in the last bits."""
-    if file.model.options.get("compile", "off") == "off":
-        return []
-    if file.optim.recompute_old_log_probs and file.rollout_correction.mode != "bypass":
-        return []
-    return [
-        "invalid value: a compiled model needs the old log-probs recomputed through the trained forward (compiled "
-        "kernels differ with and without gradients, so the rollout's log-probs would not give a ratio of exactly "
-        '1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "bypass", or '
-        'compile = "off" @ $.model.options.compile'
-    ]
+    """A compiled model (``[model] options.compile``) runs other kernels with gradients than without, and a graphed
+    one (``options.cuda_graphs``) replays captured no-grad calls, so the first step's on-policy ratio is exactly 1
+    only when the update recomputes the old log-probs (through its trained forward, omni_rl_sd3.speed); the
+    rollout's own log-probs would be off in the last bits. CUDA graphs read the weights where they were at capture,
+    which FSDP2's per-forward all-gather into new memory breaks."""
+    options = file.model.options
+    problems = []
+    recomputed = file.optim.recompute_old_log_probs and file.rollout_correction.mode != "bypass"
+    if options.get("compile", "off") != "off" and not recomputed:
+        problems.append(
+            "invalid value: a compiled model needs the old log-probs recomputed through the trained forward "
+            "(compiled kernels differ with and without gradients, so the rollout's log-probs would not give a ratio "
+            "of exactly 1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "
+            '"bypass", or compile = "off" @ $.model.options.compile'
+        )
+    if options.get("cuda_graphs", False) is True:
+        if not recomputed:
+            problems.append(
+                "invalid value: cuda_graphs needs the old log-probs recomputed through the trained forward (the "
+                "rollout's graphed calls are not the update's forward, so its log-probs would not give a ratio of "
+                "exactly 1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "
+                '"bypass", or cuda_graphs = false @ $.model.options.cuda_graphs'
+            )
+        if file.cluster.strategy == "fsdp2":
+            problems.append(
+                'invalid value: cuda_graphs does not work with [cluster] strategy = "fsdp2" (its forwards gather '
+                "the sharded weights into new memory every call, and a graph replays the memory it was captured "
+                'with); set cuda_graphs = false, or strategy = "ddp" @ $.model.options.cuda_graphs'
+            )
+    return problems
 
 
 def _eval_reward_problems(file: TrainConfig) -> list[str]:

@@ -136,7 +136,8 @@ class FluxModel(PipelineModel):
     ) -> torch.Tensor:
         self.transformer_calls += 1
         with self.attention():
-            return self.transformer(
+            return self.call_transformer(
+                self.transformer,
                 hidden_states=tokens,
                 timestep=timestep,
                 guidance=guidance,

@@ -118,7 +118,8 @@ class QwenImageModel(PipelineModel):
     ) -> torch.Tensor:
         self.transformer_calls += 1
         with self.attention():
-            return self.transformer(
+            return self.call_transformer(
+                self.transformer,
                 hidden_states=tokens,
                 timestep=timestep,
                 encoder_hidden_states=embeds,

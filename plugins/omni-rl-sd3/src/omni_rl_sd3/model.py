@@ -113,7 +113,8 @@ class SD3Model(PipelineModel):
         self, x: torch.Tensor, timestep: torch.Tensor, embeds: torch.Tensor, pooled: torch.Tensor
     ) -> torch.Tensor:
         with self.attention():
-            return self.transformer(
+            return self.call_transformer(
+                self.transformer,
                 hidden_states=x,
                 timestep=timestep,
                 encoder_hidden_states=embeds,

@@ -26,7 +26,7 @@ import torch
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_sd3.compat import dtype_kwargs
 from omni_rl_sd3.lora import TRAINED_ADAPTER, LoraAdapters
-from omni_rl_sd3.speed import apply_speed_options, attention_context
+from omni_rl_sd3.speed import apply_speed_options, attention_context, graphed_calls
 
 #: What :meth:`PipelineModel.save_lora` writes for full fine-tuning (``lora_rank = 0``): the whole transformer.
 FULL_TRANSFORMER_DIR = "transformer"
@@ -134,12 +134,24 @@ class PipelineModel:
         if self.config.gradient_checkpointing:
             self.transformer.enable_gradient_checkpointing()
         apply_speed_options(self.config, self.transformer, self.pipeline.vae, self.device, self.model_label)
+        self.graphs = graphed_calls(self.config)
 
     @property
     def old_log_probs_with_grad(self) -> bool:
         """Read by the update engine: recompute the old log-probs through the trained (grad) forward, because a
-        compiled block runs other kernels with gradients than without (omni_rl_sd3.speed)."""
-        return bool(self.config.compiled)
+        compiled block runs other kernels with gradients than without, and a graphed no-grad call is not the
+        trained forward either (omni_rl_sd3.speed)."""
+        return bool(self.config.old_log_probs_with_grad)
+
+    #: with ``cuda_graphs``: serves the no-grad transformer calls from captured graphs (omni_rl_sd3.cuda_graphs)
+    graphs: Any = None
+
+    def call_transformer(self, module: torch.nn.Module, **kwargs: Any) -> Any:
+        """``module(**kwargs)`` for every transformer forward of the model, through its CUDA graphs when
+        ``cuda_graphs`` is on (no-grad calls only; the graphs decide)."""
+        if self.graphs is None:
+            return module(**kwargs)
+        return self.graphs(module, **kwargs)
 
     def attention(self) -> contextlib.AbstractContextManager[Any]:
         """The context of every transformer call: ``[model] options.attention_backend``'s SDPA kernel."""

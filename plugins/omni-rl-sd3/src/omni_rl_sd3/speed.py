@@ -21,8 +21,11 @@ not a bit.
   convolution kernels use on tensor-core GPUs; the decode's inputs follow their weights' layout. The same math in
   another memory order: equal to float rounding.
 
-CUDA graphs are not an option yet: they need a GPU to measure what they save here, and the rollout's last chunk
-and the update's micro-batches change the shapes a graph would be captured for.
+- ``cuda_graphs``: the no-grad transformer calls (sampling, validation, the reference's no-grad forward) replay
+  CUDA graphs captured once per shape and LoRA view (:mod:`omni_rl_sd3.cuda_graphs`); calls under gradients stay
+  eager. CUDA-only, so refused on a CPU worker; like ``compile`` it has the old log-probs recomputed through the
+  trained forward, and the config refuses it where they would not be (and under FSDP2, whose forwards gather the
+  weights into new memory each call).
 """
 
 from __future__ import annotations
@@ -54,10 +57,19 @@ class SpeedOptions:
     vae_slicing: bool = False
     #: the VAE's convolutions in channels-last memory layout (cuDNN's tensor-core kernels prefer it)
     vae_channels_last: bool = False
+    #: replay CUDA graphs for the no-grad transformer calls, one per shape (the old log-probs are then recomputed
+    #: with gradients on). Needs CUDA
+    cuda_graphs: bool = False
 
     @property
     def compiled(self) -> bool:
         return self.compile != "off"
+
+    @property
+    def old_log_probs_with_grad(self) -> bool:
+        """Whether the rollout's transformer calls run other code than the update's trained forward (a compiled or
+        graphed no-grad call), so the old log-probs must be recomputed through the trained forward."""
+        return self.compiled or self.cuda_graphs
 
 
 def _sdpa_backend(name: str) -> Any:
@@ -81,9 +93,15 @@ def attention_context(options: SpeedOptions) -> contextlib.AbstractContextManage
 
 
 def check_device(options: SpeedOptions, device: Any, label: str) -> None:
-    """Refuse a fused attention kernel on a CPU worker (it would fail at the first transformer call)."""
+    """Refuse a fused attention kernel or CUDA graphs on a CPU worker (they would fail at the first transformer
+    call)."""
     import torch
 
+    if options.cuda_graphs and torch.device(device).type != "cuda":
+        raise ConfigError(
+            f"cuda_graphs = true needs a CUDA GPU, but this {label} model runs on {torch.device(device)}",
+            hint="set cuda_graphs = false on the CPU, or run the workers on GPUs ([cluster] gpus_per_worker)",
+        )
     if options.attention_backend not in ("default", "math") and torch.device(device).type != "cuda":
         raise ConfigError(
             f'attention_backend = "{options.attention_backend}" needs a CUDA GPU, but this {label} model runs on '
@@ -117,6 +135,16 @@ def to_channels_last(module: Any) -> None:
         for parameter in module.parameters():
             if parameter.dim() in formats:
                 parameter.data = parameter.data.contiguous(memory_format=formats[parameter.dim()])
+
+
+def graphed_calls(options: SpeedOptions) -> Any:
+    """The :class:`~omni_rl_sd3.cuda_graphs.GraphedCalls` that serves the model's no-grad transformer calls, or None
+    when ``cuda_graphs`` is off (calls then go straight to the module)."""
+    if not options.cuda_graphs:
+        return None
+    from omni_rl_sd3.cuda_graphs import CudaGraphBackend, GraphedCalls
+
+    return GraphedCalls(CudaGraphBackend())
 
 
 def apply_speed_options(options: SpeedOptions, transformer: Any, vae: Any, device: Any, label: str) -> None:

@@ -4,7 +4,9 @@ import this module."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -53,3 +55,36 @@ class FullFineTuningChecks:
                 torch.testing.assert_close(velocity(component, image_size, prompts, 1.0), reference)
         finally:
             component.reference_transformer = None  # the class's model again has no reference view
+
+
+class ReplayingGraphBackend:
+    """A CPU stand-in for :class:`~omni_rl_sd3.cuda_graphs.CudaGraphBackend` with a CUDA graph's data flow: the
+    capture runs the call once on the static inputs and keeps its output tensors, and each replay runs it again on
+    whatever those static inputs now hold and writes the result into the same output tensors. A caller that forgot
+    to copy new inputs in, or kept a static output it should have cloned, sees stale numbers here as it would on a
+    GPU. (It checks the plumbing; the capture itself needs CUDA: tests/gpu.)"""
+
+    def __init__(self) -> None:
+        #: how many times a call was captured
+        self.captured = 0
+
+    def capture(self, run: Callable[[], Any]) -> tuple[Callable[[], None], Any]:
+        output = run()
+        self.captured += 1
+
+        def replay() -> None:
+            fresh = run()
+            for static, value in zip(_tensors(output), _tensors(fresh), strict=True):
+                static.copy_(value)
+
+        return replay, output
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []

@@ -54,8 +54,8 @@ class WanConfig(SpeedOptions):
     policy is the base model with adapters off); ``lora_rank = 0`` trains every weight of one transformer. The memory
     options are what the 14B experts with the 5.7B UMT5 encoder need: bf16 weights, gradient checkpointing, the text
     encoder and VAE kept on the CPU between uses, each distinct prompt encoded once. The speed options (``compile``,
-    ``attention_backend``, ``vae_tiling``, ``vae_slicing``) are :class:`omni_rl_sd3.speed.SpeedOptions`, as for the
-    image models.
+    ``attention_backend``, ``vae_tiling``, ``vae_slicing``, ``vae_channels_last``, ``cuda_graphs``) are
+    :class:`omni_rl_sd3.speed.SpeedOptions`, as for the image models.
     """
 
     #: WanPipeline directory (with model_index.json) or hub id

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import torch
 from omni_rl_sd3.lora import TRAINED_ADAPTER
 from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
-from omni_rl_sd3.speed import apply_speed_options
+from omni_rl_sd3.speed import apply_speed_options, graphed_calls
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
@@ -134,6 +134,7 @@ class WanModel(PipelineModel):
             if self.config.gradient_checkpointing:
                 expert.enable_gradient_checkpointing()
             apply_speed_options(self.config, expert, self.vae, self.device, self.model_label)
+        self.graphs = graphed_calls(self.config)
 
     @property
     def trained_experts(self) -> tuple[str, ...]:
@@ -202,7 +203,9 @@ class WanModel(PipelineModel):
             timestep = timestep[:, None].expand(-1, tokens)
         expert = self.transformer.expert(component) if isinstance(self.transformer, WanExperts) else self.transformer
         with self.attention():
-            return expert(hidden_states=x, timestep=timestep, encoder_hidden_states=embeds, return_dict=False)[0]
+            return self.call_transformer(
+                expert, hidden_states=x, timestep=timestep, encoder_hidden_states=embeds, return_dict=False
+            )[0]
 
     def _text(self, conditioning: Conditioning, key: str, idx: torch.Tensor | None, batch: int) -> torch.Tensor:
         if key not in conditioning.tensors:
