@@ -17,6 +17,7 @@ is logged (``rollout/batch_size``, ``actor/micro_batch``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Hashable
 from typing import Literal
@@ -41,6 +42,12 @@ def is_auto(value: object) -> bool:
 def probes_on(device: torch.device | str) -> bool:
     """Whether ``"auto"`` probes on ``device``: CUDA only (where OOM is recoverable and memory is the limit)."""
     return torch.device(device).type == "cuda"
+
+
+def eager_forwards(model: object) -> contextlib.AbstractContextManager[object]:
+    """The model's optional ``eager_forwards()`` context (no CUDA graphs during a probe), or nothing."""
+    member = getattr(model, "eager_forwards", None)
+    return member() if callable(member) else contextlib.nullcontext()
 
 
 def _is_oom(error: BaseException) -> bool:

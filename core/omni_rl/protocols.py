@@ -40,6 +40,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
         "add_adapter",
         "use_adapter",
         "blend_adapter",
+        "eager_forwards",
     ),
     "sampler": ("trained_positions", "deterministic_solver"),
     "rollout": ("load_weights",),
@@ -75,6 +76,10 @@ class DiffusionModel(Protocol):
     ``add_adapter(name, *, copy_from="default")``, ``use_adapter(name)`` (a context in which that adapter is
     active) and ``blend_adapter(target, source="default", *, decay)`` (``target ← decay·target + (1 − decay)·
     source``).
+
+    Optional member ``eager_forwards()``: a context in which the model's forwards run eagerly, bypassing what
+    it captured for speed (CUDA graphs); the ``"auto"`` batch probes run in it, so a try measures the forward's
+    own memory and leaves nothing of a probe size behind.
 
     Under ``[cluster] strategy = "fsdp2"`` the worker shards :attr:`transformer` with ``fully_shard`` (optional
     member ``fsdp_units() -> list[Module]`` names the modules sharded one by one; by default the entries of the

@@ -241,3 +241,26 @@ def test_lora_view_reads_the_adapter_state(tiny_sd3: Path) -> None:
     with model.disable_adapters():
         off = lora_view(model.transformer)
     assert on != off and lora_view(model.transformer) == on
+
+
+def test_auto_batch_probes_run_eagerly(tiny_sd3: Path) -> None:
+    """A probe's try must not capture a graph of its size (it would keep that memory and skew later tries)."""
+    model = _model("sd3", tiny_sd3)
+    _graphed(model)
+    x = torch.randn(2, *model.latent_shape(32, 32))
+    conditioning = model.encode_prompts(["a", "b"], guidance_scale=1.0)
+    with torch.no_grad():
+        with model.eager_forwards():
+            inside = model.predict_velocity(x, torch.tensor(0.5), conditioning, 1.0)
+        assert model.graphs.captures == 0 and model.graphs.replays == 0
+        assert torch.equal(model.predict_velocity(x, torch.tensor(0.5), conditioning, 1.0), inside)
+    assert model.graphs.captures == 1
+
+
+def test_an_out_of_memory_capture_stays_an_out_of_memory_error() -> None:
+    class OutOfMemory:
+        def capture(self, run):  # type: ignore[no-untyped-def]
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    with torch.no_grad(), pytest.raises(torch.cuda.OutOfMemoryError):
+        GraphedCalls(OutOfMemory())(torch.nn.Linear(3, 2), input=torch.ones(1, 3))

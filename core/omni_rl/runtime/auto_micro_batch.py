@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import torch
 
-from omni_rl.auto_batch import AutoBatchCache, is_auto
+from omni_rl.auto_batch import AutoBatchCache, eager_forwards, is_auto
 from omni_rl.protocols import DiffusionModel
 from omni_rl.schema import OptimConfig
 
@@ -42,7 +42,8 @@ class AutoMicroBatch:
 
         def probe(b: int) -> None:
             try:
-                try_size(b)
+                with eager_forwards(model):
+                    try_size(b)
             finally:
                 for param in model.trainable_parameters():
                     param.grad = None

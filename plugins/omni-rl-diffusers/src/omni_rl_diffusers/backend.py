@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from omni_rl.auto_batch import AutoBatchCache, is_auto
+from omni_rl.auto_batch import AutoBatchCache, eager_forwards, is_auto
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl.seeding import keyed_generator
@@ -133,7 +133,7 @@ class DiffusersRollout:
             x = torch.zeros((b, *latent_shape), device=model.device)
             sigma = torch.ones(b, device=model.device)
             cond = conditioning.index(torch.zeros(b, dtype=torch.long))
-            with precision:
+            with precision, eager_forwards(model):
                 velocity = model.predict_velocity(x, sigma, cond, guidance)
             del velocity
             model.decode(x)

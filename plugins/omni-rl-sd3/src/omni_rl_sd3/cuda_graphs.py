@@ -33,7 +33,8 @@ model's forward) the run stops with the reason and the option to turn off; it ne
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import torch
@@ -91,6 +92,7 @@ class GraphedCalls:
         #: calls served by a replay
         self.replays = 0
         self._lora_layers: dict[int, Any] = {}
+        self._paused = 0
 
     def __len__(self) -> int:
         return len(self._graphs)
@@ -99,9 +101,19 @@ class GraphedCalls:
         """Drop every graph (their memory returns to the allocator)."""
         self._graphs.clear()
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Calls in the block run eagerly and capture nothing (the "auto" batch probes: a try measures the
+        forward's own memory and leaves no graph of a probe size behind)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
+
     def __call__(self, module: torch.nn.Module, **kwargs: Any) -> Any:
         """``module(**kwargs)``: eager under gradients, else a replay of the graph for this call's key."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or self._paused:
             return module(**kwargs)
         tensors: list[torch.Tensor] = []
         signature = _signature(kwargs, tensors)
@@ -134,6 +146,8 @@ class GraphedCalls:
         static_kwargs = _substitute(kwargs, iter(inputs))
         try:
             replay, output = self.backend.capture(lambda: module(**static_kwargs))
+        except torch.cuda.OutOfMemoryError:
+            raise  # an OOM stays an OOM: the "auto" batch probes back off on it
         except RuntimeError as error:
             raise RuntimeFailure(
                 f"cuda_graphs: capturing the {type(module).__name__} forward failed: {error}",

@@ -153,6 +153,11 @@ class PipelineModel:
             return module(**kwargs)
         return self.graphs(module, **kwargs)
 
+    def eager_forwards(self) -> contextlib.AbstractContextManager[Any]:
+        """Optional protocol member: a context in which every transformer call runs eagerly, with no CUDA graph
+        captured or replayed (the "auto" batch probes run in it)."""
+        return contextlib.nullcontext() if self.graphs is None else self.graphs.paused()
+
     def attention(self) -> contextlib.AbstractContextManager[Any]:
         """The context of every transformer call: ``[model] options.attention_backend``'s SDPA kernel."""
         return attention_context(self.config)
