@@ -290,16 +290,14 @@ def measure(case: OverheadCase, label: str, repeats: int) -> Timing:
         return time.perf_counter() - start
 
     case.bare_rollout(), case.framework_update(), case.bare_update()  # warm-up (the framework rollout ran in init)
-    anchor = case.device.type == "cuda"  # diffusers' pipeline call, the number users compare with (GPU rows)
-    if anchor:
-        case.diffusers_rollout()
+    case.diffusers_rollout()  # diffusers' pipeline call: the number users compare with
+    if case.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(case.device)
     fr, br, fu, bu, dr = [], [], [], [], []
     for _ in range(repeats):
         fr.append(timed(case.framework_rollout))
         br.append(timed(case.bare_rollout))
-        if anchor:
-            dr.append(timed(case.diffusers_rollout))
+        dr.append(timed(case.diffusers_rollout))
         fu.append(timed(case.framework_update))
         bu.append(timed(case.bare_update))
     rollout_flops, update_flops = case.flops()
@@ -314,7 +312,7 @@ def measure(case: OverheadCase, label: str, repeats: int) -> Timing:
         update_framework_s=med(fu),
         update_bare_s=med(bu),
         peak_memory_gib=peak,
-        diffusers_rollout_s=med(dr) if dr else None,
+        diffusers_rollout_s=med(dr),
         rollout_flops=rollout_flops,
         update_flops=update_flops,
     )

@@ -34,7 +34,7 @@ class Timing:
     update_bare_s: float
     #: peak GPU memory over the measured runs (None on CPU)
     peak_memory_gib: float | None = None
-    #: diffusers' own pipeline call on the same model and settings (GPU rows; None where not measured)
+    #: diffusers' own pipeline call on the same model and settings (None where not measured)
     diffusers_rollout_s: float | None = None
     #: transformer FLOPs of one rollout and one update (benchmarks/flops.py), for MFU
     rollout_flops: float | None = None
@@ -93,15 +93,27 @@ def cpu_section(timings: Sequence[Timing], scaling: Scaling | None, context: Seq
     """The ``nox -s bench`` section: the overhead table, the verdict, the 1 vs 2 CPU worker scaling table."""
     lines = [CPU_HEADING, "", *context, ""]
     lines += [
-        "| model | rollout: omni-rl s | bare s | ratio | update: omni-rl s | bare s | ratio | images/s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | rollout: omni-rl s | bare s | ratio | diffusers s | omni-rl ÷ diffusers images/s "
+        "| update: omni-rl s | bare s | ratio | images/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in timings:
+        diffusers = "—" if t.diffusers_rollout_s is None else f"{t.diffusers_rollout_s:.3f}"
+        vs = "—" if t.vs_diffusers is None else f"{t.vs_diffusers:.3f}"
         lines.append(
             f"| {t.label} | {t.rollout_framework_s:.3f} | {t.rollout_bare_s:.3f} | {t.rollout_ratio:.3f} "
+            f"| {diffusers} | {vs} "
             f"| {t.update_framework_s:.3f} | {t.update_bare_s:.3f} | {t.update_ratio:.3f} | {t.images_per_s:.1f} |"
         )
     lines += ["", *verdict_lines(timings), ""]
+    if any(t.diffusers_rollout_s is not None for t in timings):
+        lines += [
+            "diffusers: the pipeline's own call on the same model, prompts, steps, CFG and size (every image in one "
+            "call, plain ODE sampling without log-probs); omni-rl ÷ diffusers above 1 means the framework's "
+            "rollout, trajectory and log-probs included, makes images faster than the library users would "
+            "otherwise run.",
+            "",
+        ]
     if scaling:
         lines += [scaling.description, "", "| workers | step s | speed-up |", "|---|---|---|"]
         base = scaling.step_s[min(scaling.step_s)]

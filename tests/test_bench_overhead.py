@@ -153,5 +153,10 @@ def test_measure_times_both_sides(tiny_case: tuple[ModuleType, object], monkeypa
     assert timing.images == 4 and timing.trained_steps == 2 and timing.peak_memory_gib is None
     for seconds in (timing.rollout_framework_s, timing.rollout_bare_s, timing.update_framework_s, timing.update_bare_s):
         assert seconds > 0
+    assert (
+        timing.diffusers_rollout_s > 0
+        and timing.vs_diffusers == timing.diffusers_rollout_s / timing.rollout_framework_s
+    )
     section = report.cpu_section([timing], None, [case.setting.describe()])
     assert "old log-probs reused from the rollout, not recomputed" in section and "Verdict" in section
+    assert f"| {timing.diffusers_rollout_s:.3f} | {timing.vs_diffusers:.3f} |" in section
