@@ -264,3 +264,16 @@ def test_an_out_of_memory_capture_stays_an_out_of_memory_error() -> None:
 
     with torch.no_grad(), pytest.raises(torch.cuda.OutOfMemoryError):
         GraphedCalls(OutOfMemory())(torch.nn.Linear(3, 2), input=torch.ones(1, 3))
+
+
+def test_inference_mode_calls_get_their_own_graph() -> None:
+    """Static inputs made under inference mode cannot be written outside it (and the reverse needs care), so the
+    two modes never share a graph."""
+    calls = GraphedCalls(ReplayingGraphBackend())
+    linear = torch.nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    with torch.inference_mode():
+        first = calls(linear, input=x)
+    with torch.no_grad():
+        second = calls(linear, input=x)
+    assert torch.equal(first, second) and calls.captures == 2

@@ -55,4 +55,6 @@ def test_per_token_timesteps_reproduce_the_ti2v_pipeline(tiny_wan_path: Path, tm
             x = x + model.predict_velocity(x, sigmas[i].expand(1), conditioning, 4.5) * (sigmas[i + 1] - sigmas[i])
     kwargs = {"height": SIZE, "width": SIZE, "num_frames": FRAMES, "num_inference_steps": STEPS}
     reference = load_pipe(path)(PROMPTS[0], guidance_scale=4.5, latents=noise.clone(), output_type="latent", **kwargs)
-    torch.testing.assert_close(x, reference.frames, rtol=1e-6, atol=1e-6)
+    # the model sends CFG's two halves in one call where the pipeline makes two: float32 rounding of a larger batch
+    # (measured 1.6e-6 at most)
+    torch.testing.assert_close(x, reference.frames, rtol=1e-5, atol=1e-5)

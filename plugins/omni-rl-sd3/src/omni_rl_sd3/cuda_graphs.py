@@ -117,7 +117,8 @@ class GraphedCalls:
             return module(**kwargs)
         tensors: list[torch.Tensor] = []
         signature = _signature(kwargs, tensors)
-        key = (id(module), self._lora_view(module), signature)
+        # inference-mode tensors cannot be written outside inference mode: a graph captured in one serves only it
+        key = (id(module), self._lora_view(module), torch.is_inference_mode_enabled(), signature)
         graph = self._graphs.get(key)
         if graph is None:
             graph = self._capture(module, kwargs, tensors)
