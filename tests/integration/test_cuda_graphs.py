@@ -98,15 +98,14 @@ def test_cuda_graphs_with_fsdp2_is_refused(tiny_sd3: Path) -> None:
         ("sd3", "tiny_sd3", 4.5, 1),  # negative and positive in one call of 2B rows
         ("sd3", "tiny_sd3", 1.0, 1),
         ("flux", "tiny_flux", 1.0, 1),  # guidance-distilled: one call
-        ("qwen_image", "tiny_qwen_image", 4.0, 2),  # true CFG as the pipeline runs it: two calls, own text lengths
+        ("qwen_image", "tiny_qwen_image", 4.0, 1),  # true CFG: both halves in one call, texts padded under a mask
     ],
 )
 def test_graphed_rollout_equals_the_eager_one(
     name: str, fixture: str, cfg: float, calls_per_step: int, sampler, request: pytest.FixtureRequest
 ) -> None:
-    """Chunks of 3 and 1 samples: one graph per chunk shape (and per text length where the negative prompt has
-    its own), every later call a replay on new latents, timesteps and prompts; the images, latents and log-probs
-    are those of the same model without graphs, bit for bit."""
+    """Chunks of 3 and 1 samples: one graph per chunk shape, every later call a replay on new latents, timesteps
+    and prompts; the images, latents and log-probs are those of the same model without graphs, bit for bit."""
     path = request.getfixturevalue(fixture)
     eager, graphed = _model(name, path), _model(name, path)
     _randomise_lora(eager)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from omni_rl_qwen_image.latents import pack, unpack
+from omni_rl_qwen_image.prompts import stack_texts
 from qwen_image_helpers import PROMPTS, SIZE, euler_sample, pipe_sample
 
 from omni_rl.batch import Conditioning
@@ -63,9 +64,9 @@ def test_prompts_of_different_lengths_batch_like_single_samples(qwen_model, guid
         torch.testing.assert_close(encoded[i : i + 1], one, rtol=1e-5, atol=1e-5)
 
 
-def test_no_cfg_costs_one_transformer_call_and_true_cfg_two(qwen_model) -> None:
+def test_true_cfg_runs_both_halves_in_one_transformer_call(qwen_model) -> None:
     x = torch.randn(2, 16, 8, 8, generator=torch.Generator().manual_seed(1))
-    for guidance, calls in ((1.0, 1), (4.0, 2)):
+    for guidance, calls in ((1.0, 1), (4.0, 1)):
         conditioning = qwen_model.encode_prompts(PROMPTS[:2], guidance_scale=guidance)
         before = qwen_model.transformer_calls
         with torch.no_grad():
@@ -141,3 +142,30 @@ def test_errors_say_what_to_change(qwen_model) -> None:
     without = qwen_model.encode_prompts(["a"], guidance_scale=1.0)
     with pytest.raises(RuntimeFailure, match="negative_prompt_embeds"):
         qwen_model.predict_velocity(torch.zeros(1, 16, 8, 8), torch.ones(1), without, 4.0)
+
+
+def test_stack_texts_pads_under_the_mask() -> None:
+    """CFG's negative (short, no padding) and positive (longer, padded) texts stacked for one call."""
+    negative = (torch.ones(2, 3, 4), None)
+    positive = (torch.full((2, 5, 4), 2.0), torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]))
+    embeds, mask = stack_texts([negative, positive])
+    assert embeds.shape == (4, 5, 4) and torch.equal(embeds[:2, 3:], torch.zeros(2, 2, 4))
+    assert mask.tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    assert stack_texts([(torch.ones(1, 3, 4), None), (torch.ones(1, 3, 4), None)])[1] is None  # nothing padded
+
+
+def test_one_cfg_call_gives_each_half_its_own_call(qwen_model) -> None:
+    """Each half of the stacked call equals what a call of that half alone computes (the mask hides the padding)."""
+    x = torch.randn(2, 16, 8, 8, generator=torch.Generator().manual_seed(4))
+    conditioning = qwen_model.encode_prompts(PROMPTS[:2], guidance_scale=4.0)
+    tokens = pack(x.to(qwen_model.dtype))
+    timestep = torch.tensor([0.6, 0.6])
+    shapes = [[(1, 4, 4)]] * 2
+    with torch.no_grad():
+        texts = [qwen_model._text(conditioning, key, 2) for key in ("negative_prompt_embeds", "prompt_embeds")]
+        both = qwen_model._forward(
+            torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), shapes * 2, *stack_texts(texts)
+        )
+        alone = [qwen_model._forward(tokens, timestep, shapes, *text) for text in texts]
+    torch.testing.assert_close(both[:2], alone[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(both[2:], alone[1], rtol=1e-5, atol=1e-5)

@@ -103,7 +103,8 @@ class FluxModel(PipelineModel):
         self, latents: torch.Tensor, sigmas: torch.Tensor, conditioning: Conditioning, guidance_scale: float
     ) -> torch.Tensor:
         """v(x, sigma): one transformer call (with the distilled guidance embedding on dev/Krea) when
-        ``guidance_scale <= 1``, else classic CFG ``neg + s (pos - neg)`` over a positive and a negative call.
+        ``guidance_scale <= 1``, else classic CFG ``neg + s (pos - neg)`` over a positive and a negative
+        prediction (one call of 2B rows).
         Float32, shaped like ``latents``, differentiable w.r.t. the trained weights when called under grad."""
         batch, _, height, width = latents.shape
         tokens = pack(latents.to(self.device, self.dtype))
@@ -116,14 +117,25 @@ class FluxModel(PipelineModel):
         guidance = None
         if self.guidance is not None:
             guidance = torch.full((batch,), self.guidance, device=self.device, dtype=torch.float32)
-        positive = self._forward(tokens, timestep, positions, guidance, *self._text(conditioning, POSITIVE, batch))
-        if guidance_scale > 1:
-            self._warn_double_guidance(guidance_scale)
-            negative = self._forward(tokens, timestep, positions, guidance, *self._text(conditioning, NEGATIVE, batch))
-            velocity = negative.float() + guidance_scale * (positive.float() - negative.float())
+        positive_text = self._text(conditioning, POSITIVE, batch)
+        if guidance_scale <= 1:
+            return unpack(self._forward(tokens, timestep, positions, guidance, *positive_text).float(), height, width)
+        self._warn_double_guidance(guidance_scale)
+        negative_text = self._text(conditioning, NEGATIVE, batch)
+        if all(n.shape == p.shape for n, p in zip(negative_text, positive_text, strict=True)):
+            # CFG's two halves in one call of 2B rows, negatives first (both texts are padded to
+            # max_sequence_length; the pipeline makes two calls): the same velocity up to the float rounding of a
+            # larger batch, with one launch of twice the rows
+            doubled = None if guidance is None else torch.cat([guidance, guidance])
+            texts = [torch.cat([n, p]) for n, p in zip(negative_text, positive_text, strict=True)]
+            both = self._forward(
+                torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), positions, doubled, *texts
+            )
+            negative, positive = both.float().chunk(2)
         else:
-            velocity = positive.float()
-        return unpack(velocity, height, width)
+            positive = self._forward(tokens, timestep, positions, guidance, *positive_text).float()
+            negative = self._forward(tokens, timestep, positions, guidance, *negative_text).float()
+        return unpack(negative + guidance_scale * (positive - negative), height, width)
 
     def _forward(
         self,
@@ -169,8 +181,8 @@ class FluxModel(PipelineModel):
             return
         self._warned_double_guidance = True
         _log.warning(
-            "classic CFG (cfg = %s) on top of the distilled guidance embedding (guidance = %s): two transformer "
-            "calls per step; guidance-distilled FLUX models are usually run with [rollout] cfg = 1",
+            "classic CFG (cfg = %s) on top of the distilled guidance embedding (guidance = %s): twice the "
+            "transformer rows per step; guidance-distilled FLUX models are usually run with [rollout] cfg = 1",
             guidance_scale,
             self.guidance,
         )

@@ -3,8 +3,10 @@
 Every number it produces is computed the way ``QwenImagePipeline.__call__`` computes it: prompts through the
 pipeline's own ``encode_prompt`` (chat template, template tokens dropped, per-prompt lengths with a padding mask),
 2x2-packed latents with ``img_shapes``, timestep = (sigma x 1000) / 1000, the scheduler's sigmas with the
-resolution-dependent shift mu = calculate_shift(image tokens), positive and negative prompts in two transformer
-calls combined by true CFG with the per-token norm rescaling, and the VAE's latent mean/std and postprocess. So an
+resolution-dependent shift mu = calculate_shift(image tokens), positive and negative predictions combined by true
+CFG with the per-token norm rescaling (both in one transformer call of 2B rows, where the pipeline makes two: the
+texts padded to one length under the attention mask; a float rounding away), and the VAE's latent mean/std and
+postprocess. So an
 Euler loop over :meth:`sigma_schedule` with :meth:`predict_velocity` reproduces the pipeline's output for the same
 seed. Rollout and training use the same :meth:`predict_velocity`, which is what makes the on-policy ratio 1.
 
@@ -28,7 +30,7 @@ from omni_rl_qwen_image.config import QwenImageConfig
 from omni_rl_qwen_image.latents import pack, true_cfg, unpack
 from omni_rl_qwen_image.loading import load_pipeline, resolve_pipeline_path
 from omni_rl_qwen_image.lora import QwenLoraAdapters
-from omni_rl_qwen_image.prompts import NEGATIVE, POSITIVE, PromptEncoder, trimmed
+from omni_rl_qwen_image.prompts import NEGATIVE, POSITIVE, PromptEncoder, stack_texts, trimmed
 
 
 class QwenImageModel(PipelineModel):
@@ -94,8 +96,8 @@ class QwenImageModel(PipelineModel):
     def predict_velocity(
         self, latents: torch.Tensor, sigmas: torch.Tensor, conditioning: Conditioning, guidance_scale: float
     ) -> torch.Tensor:
-        """v(x, sigma): the positive prediction alone when ``guidance_scale <= 1`` (one transformer call), else
-        true CFG over a positive and a negative call. Float32, shaped like ``latents``, differentiable w.r.t. the
+        """v(x, sigma): the positive prediction alone when ``guidance_scale <= 1``, else true CFG over the positive
+        and negative predictions of one call of 2B rows. Float32, shaped like ``latents``, differentiable w.r.t. the
         trained weights when called under grad."""
         batch, _, height, width = latents.shape
         tokens = pack(latents.to(self.device, self.dtype))
@@ -105,13 +107,16 @@ class QwenImageModel(PipelineModel):
         # the pipeline passes the scheduler's timestep (sigma * 1000, float32) cast to the latents' dtype, / 1000
         timestep = (sigma * self.num_train_timesteps).to(self.dtype) / self.num_train_timesteps
         img_shapes = [[(1, height // 2, width // 2)]] * batch
-        positive = self._forward(tokens, timestep, img_shapes, *self._text(conditioning, POSITIVE, batch))
-        if guidance_scale > 1:
-            negative = self._forward(tokens, timestep, img_shapes, *self._text(conditioning, NEGATIVE, batch))
-            velocity = true_cfg(positive.float(), negative.float(), guidance_scale)
-        else:
-            velocity = positive.float()
-        return unpack(velocity, height, width)
+        positive_text = self._text(conditioning, POSITIVE, batch)
+        if guidance_scale <= 1:
+            return unpack(self._forward(tokens, timestep, img_shapes, *positive_text).float(), height, width)
+        # CFG's two halves in one call of 2B rows, negatives first (QwenImagePipeline makes two calls): the texts
+        # are padded to a common length under the attention mask, which the transformer honours, so each half's
+        # velocity is the one its own call gives up to the float rounding of a larger batch
+        embeds, mask = stack_texts([self._text(conditioning, NEGATIVE, batch), positive_text])
+        both = self._forward(torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), img_shapes * 2, embeds, mask)
+        negative, positive = both.float().chunk(2)
+        return unpack(true_cfg(positive, negative, guidance_scale), height, width)
 
     def _forward(
         self, tokens: torch.Tensor, timestep: torch.Tensor, img_shapes: list, embeds: torch.Tensor, mask: Any

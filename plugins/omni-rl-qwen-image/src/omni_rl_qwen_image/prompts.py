@@ -60,3 +60,18 @@ def trimmed(embeds: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, tor
     length = int(mask.sum(dim=1).max())
     embeds, mask = embeds[:, :length], mask[:, :length]
     return embeds, (None if bool(mask.all()) else mask)
+
+
+def stack_texts(texts: list[tuple[torch.Tensor, torch.Tensor | None]]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Row-stack (embeds, mask) pairs of different text lengths (each as :func:`trimmed` returns it, None = no
+    padding): right-padded with zero embeddings to the longest, the padding masked out; None when nothing is."""
+    length = max(embeds.shape[1] for embeds, _ in texts)
+    stacked, masks = [], []
+    for embeds, mask in texts:
+        rows, own = embeds.shape[0], embeds.shape[1]
+        if mask is None:
+            mask = torch.ones(rows, own, dtype=torch.long, device=embeds.device)
+        stacked.append(torch.nn.functional.pad(embeds, (0, 0, 0, length - own)))
+        masks.append(torch.nn.functional.pad(mask, (0, length - own)))
+    mask = torch.cat(masks)
+    return torch.cat(stacked), (None if bool(mask.all()) else mask)
