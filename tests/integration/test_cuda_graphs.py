@@ -197,15 +197,17 @@ def test_the_first_ratio_is_one_with_graphs(tiny_sd3: Path, sampler) -> None:
     torch.testing.assert_close(old, batch.trajectory.log_probs.float(), atol=1e-4, rtol=0)
 
 
-def test_least_recently_used_graph_is_dropped() -> None:
+def test_least_recently_used_graph_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
     calls = GraphedCalls(ReplayingGraphBackend(), max_graphs=2)
     linear = torch.nn.Linear(3, 2)
-    with torch.no_grad():
+    with torch.no_grad(), caplog.at_level("WARNING", logger="omni_rl_sd3.cuda_graphs"):
         for rows in (1, 2, 1, 3, 2):
             x = torch.randn(rows, 3)
             assert torch.equal(calls(linear, input=x), linear(x))
     # 1 and 2 captured, 1 replayed (most recent), 3 evicts 2, so 2 is captured again
     assert calls.captures == 4 and len(calls) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "more than 2 distinct transformer call shapes" in warnings[0]  # said once
 
 
 def test_outputs_are_copies_not_the_static_buffers() -> None:

@@ -32,6 +32,7 @@ model's forward) the run stops with the reason and the option to turn off; it ne
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,8 @@ from typing import Any, Protocol
 import torch
 
 from omni_rl.errors import RuntimeFailure
+
+_log = logging.getLogger(__name__)
 
 #: graphs kept per model; each holds its inputs, output and the activations of one forward
 MAX_GRAPHS = 4
@@ -91,8 +94,9 @@ class GraphedCalls:
         self.captures = 0
         #: calls served by a replay
         self.replays = 0
-        self._lora_layers: dict[int, Any] = {}
+        self._lora_layers: dict[int, tuple[torch.nn.Module, Any]] = {}
         self._paused = 0
+        self._warned_eviction = False
 
     def __len__(self) -> int:
         return len(self._graphs)
@@ -125,6 +129,14 @@ class GraphedCalls:
             self._graphs[key] = graph
             while len(self._graphs) > self.max_graphs:
                 self._graphs.popitem(last=False)
+                if not self._warned_eviction:
+                    self._warned_eviction = True
+                    _log.warning(
+                        "cuda_graphs: more than %d distinct transformer call shapes; the least recently used graph "
+                        "was dropped and is captured again when its shape returns (three forwards each time). "
+                        "Fewer shapes (a batch_size dividing the rollout, one eval batch size) avoid it",
+                        self.max_graphs,
+                    )
         else:
             self._graphs.move_to_end(key)
             for static, value in zip(graph.inputs, tensors, strict=True):
@@ -135,11 +147,12 @@ class GraphedCalls:
 
     def _lora_view(self, module: torch.nn.Module) -> Hashable:
         """:func:`lora_view`, with the module's first LoRA layer found once (not at every call)."""
-        layer = self._lora_layers.get(id(module))
-        if layer is None:
-            layer = first_lora_layer(module)
-            if layer is not None:  # none yet: look again next time (adapters may be added later)
-                self._lora_layers[id(module)] = layer
+        cached = self._lora_layers.get(id(module))
+        if cached is not None and cached[0] is module:  # the module itself (kept), not a later one with its id
+            return _view_of(cached[1])
+        layer = first_lora_layer(module)
+        if layer is not None:  # none yet: look again next time (adapters may be added later)
+            self._lora_layers[id(module)] = (module, layer)
         return _view_of(layer)
 
     def _capture(self, module: torch.nn.Module, kwargs: dict[str, Any], tensors: list[torch.Tensor]) -> _Graph:
@@ -156,6 +169,7 @@ class GraphedCalls:
                 "CPU tensor); set [model] options.cuda_graphs = false",
             ) from error
         self.captures += 1
+        _log.info("cuda_graphs: captured %s with %s", type(module).__name__, [tuple(t.shape) for t in inputs])
         return _Graph(inputs, replay, output)
 
 
