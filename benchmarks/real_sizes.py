@@ -277,10 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     if reason := cuda_unavailable_reason():
         print(f"bench_real_sizes skipped: {reason}")
         return 0
-    rows = [measure(SIZES[key], args.repeats, args.chunk, args.micro_batch) for key in args.sizes]
-    for row in rows:
-        print(row)
-    write_section(Path(args.out), section(rows, args.chunk, args.micro_batch, args.repeats))
+    rows: list[Row] = []
+    for key in args.sizes:  # written after every size: a run stopped at its time limit keeps what it measured
+        rows.append(measure(SIZES[key], args.repeats, args.chunk, args.micro_batch))
+        print(rows[-1], flush=True)
+        write_section(Path(args.out), section(rows, args.chunk, args.micro_batch, args.repeats))
     return 0
 
 

@@ -241,16 +241,20 @@ def main(argv: list[str] | None = None) -> list[Result]:
     size_key = args.size or ("sd35m" if args.device == "cuda" else "tiny")
     base = replace(GPU_SETTING if args.device == "cuda" else CPU_SETTING, height=SIZES[size_key].height)
     base = replace(base, device=args.device)
-    results = []
+    variants = chosen(args)
+    results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = build_pipeline(size_key, Path(args.cache_dir) if args.cache_dir else Path(tmp))
-        for variant in chosen(args):
+        for variant in variants:
             result = measure(path, variant, base, args.repeats)
             print(result, flush=True)
             results.append(result)
+            if args.device == "cuda":  # after every option: a run stopped at its time limit keeps what it measured
+                context = gpu_context(base, args.repeats, [f"Model: {SIZES[size_key].label}."])
+                if len(results) < len(variants):
+                    context.append(f"Partial: {len(results)} of the {len(variants)} runs measured so far.")
+                replace_section(Path(args.out), SECTION, section(results, context))
     if args.device == "cuda":
-        context = gpu_context(base, args.repeats, [f"Model: {SIZES[size_key].label}."])
-        replace_section(Path(args.out), SECTION, section(results, context))
         print(f"wrote the speed options section of {args.out}")
     else:
         print("\n".join(rows(results)))
