@@ -279,27 +279,28 @@ def _randn(generators: list[torch.Generator], shape: tuple[int, ...]) -> torch.T
     return torch.stack([torch.randn(shape, generator=g, dtype=torch.float32) for g in generators])
 
 
+def timed(case: OverheadCase, fn: Callable[[], object]) -> float:
+    """Seconds ``fn`` takes, GPU work included (synchronised before and after)."""
+    case.sync()
+    start = time.perf_counter()
+    fn()
+    case.sync()
+    return time.perf_counter() - start
+
+
 def measure(case: OverheadCase, label: str, repeats: int) -> Timing:
     """Medians of ``repeats`` alternating framework / bare runs after one warm-up of each (GPU-synchronised)."""
-
-    def timed(fn: Callable[[], object]) -> float:
-        case.sync()
-        start = time.perf_counter()
-        fn()
-        case.sync()
-        return time.perf_counter() - start
-
     case.bare_rollout(), case.framework_update(), case.bare_update()  # warm-up (the framework rollout ran in init)
     case.diffusers_rollout()  # diffusers' pipeline call: the number users compare with
     if case.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(case.device)
     fr, br, fu, bu, dr = [], [], [], [], []
     for _ in range(repeats):
-        fr.append(timed(case.framework_rollout))
-        br.append(timed(case.bare_rollout))
-        dr.append(timed(case.diffusers_rollout))
-        fu.append(timed(case.framework_update))
-        bu.append(timed(case.bare_update))
+        fr.append(timed(case, case.framework_rollout))
+        br.append(timed(case, case.bare_rollout))
+        dr.append(timed(case, case.diffusers_rollout))
+        fu.append(timed(case, case.framework_update))
+        bu.append(timed(case, case.bare_update))
     rollout_flops, update_flops = case.flops()
     peak = torch.cuda.max_memory_allocated(case.device) / 2**30 if case.device.type == "cuda" else None
     med = statistics.median

@@ -24,14 +24,12 @@ import argparse
 import gc
 import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from overhead import CPU_SETTING, GPU_SETTING, SIZES, build_pipeline, cuda_unavailable_reason, gpu_context
-from overhead_case import OverheadCase, Setting
+from overhead_case import OverheadCase, Setting, timed
 from report import replace_section
 
 SECTION = '## Speed options and "auto" batch sizes'
@@ -132,14 +130,6 @@ def setting_for(variant: Variant, base: Setting) -> Setting:
     return replace(base, **changes)
 
 
-def _timed(case: OverheadCase, fn: Callable[[], object]) -> float:
-    case.sync()
-    start = time.perf_counter()
-    fn()
-    case.sync()
-    return time.perf_counter() - start
-
-
 def measure(path: Path, variant: Variant, base: Setting, repeats: int) -> Result:
     """The variant's timings on the framework side (the bare loop does not take the options)."""
     result = Result(variant, images=base.images)
@@ -155,8 +145,8 @@ def measure(path: Path, variant: Variant, base: Setting, repeats: int) -> Result
         case.framework_rollout()  # warm-up after the first call's one-time costs
         rollouts, updates = [], []
         for _ in range(repeats):
-            rollouts.append(_timed(case, case.framework_rollout))
-            updates.append(_timed(case, case.framework_update))
+            rollouts.append(timed(case, case.framework_rollout))
+            updates.append(timed(case, case.framework_update))
         result.rollout_s, result.update_s = statistics.median(rollouts), statistics.median(updates)
         if cuda:
             result.peak_gib = torch.cuda.max_memory_allocated() / 2**30

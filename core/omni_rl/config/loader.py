@@ -82,7 +82,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
     if file is not None:
         problems += _sharding_problems(file)
         problems += _auto_batch_problems(file)
-        problems += _compile_problems(file)
+        problems += _speed_option_problems(file)
         problems += _eval_reward_problems(file)
         problems += _component_check_problems(file, chosen)
     if problems or file is None:
@@ -134,36 +134,37 @@ def _auto_batch_problems(file: TrainConfig) -> list[str]:
     ]
 
 
-def _compile_problems(file: TrainConfig) -> list[str]:
+def _speed_option_problems(file: TrainConfig) -> list[str]:
     """A compiled model (``[model] options.compile``) runs other kernels with gradients than without, and a graphed
     one (``options.cuda_graphs``) replays captured no-grad calls, so the first step's on-policy ratio is exactly 1
     only when the update recomputes the old log-probs (through its trained forward, omni_rl_sd3.speed); the
     rollout's own log-probs would be off in the last bits. CUDA graphs read the weights where they were at capture,
     which FSDP2's per-forward all-gather into new memory breaks."""
     options = file.model.options
-    problems = []
+    graphs = options.get("cuda_graphs", False) is True
+    speed_options = {  # option: (turned on, what it is, why the ratio would drift, how to turn it off)
+        "compile": (
+            options.get("compile", "off") != "off",
+            "a compiled model",
+            "compiled kernels differ with and without gradients",
+            'compile = "off"',
+        ),
+        "cuda_graphs": (graphs, "cuda_graphs", "graphed calls are not the update's forward", "cuda_graphs = false"),
+    }
     recomputed = file.optim.recompute_old_log_probs and file.rollout_correction.mode != "bypass"
-    if options.get("compile", "off") != "off" and not recomputed:
+    problems = [
+        f"invalid value: {what} needs the old log-probs recomputed through the trained forward ({why}, so the "
+        "rollout's log-probs would not give a ratio of exactly 1); set [optim] recompute_old_log_probs = true and "
+        f'[rollout_correction] mode other than "bypass", or {off} @ $.model.options.{key}'
+        for key, (on, what, why, off) in speed_options.items()
+        if on and not recomputed
+    ]
+    if graphs and file.cluster.strategy == "fsdp2":
         problems.append(
-            "invalid value: a compiled model needs the old log-probs recomputed through the trained forward "
-            "(compiled kernels differ with and without gradients, so the rollout's log-probs would not give a ratio "
-            "of exactly 1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "
-            '"bypass", or compile = "off" @ $.model.options.compile'
+            'invalid value: cuda_graphs does not work with [cluster] strategy = "fsdp2" (its forwards gather the '
+            "sharded weights into new memory every call, and a graph replays the memory it was captured with); set "
+            'cuda_graphs = false, or strategy = "ddp" @ $.model.options.cuda_graphs'
         )
-    if options.get("cuda_graphs", False) is True:
-        if not recomputed:
-            problems.append(
-                "invalid value: cuda_graphs needs the old log-probs recomputed through the trained forward (the "
-                "rollout's graphed calls are not the update's forward, so its log-probs would not give a ratio of "
-                "exactly 1); set [optim] recompute_old_log_probs = true and [rollout_correction] mode other than "
-                '"bypass", or cuda_graphs = false @ $.model.options.cuda_graphs'
-            )
-        if file.cluster.strategy == "fsdp2":
-            problems.append(
-                'invalid value: cuda_graphs does not work with [cluster] strategy = "fsdp2" (its forwards gather '
-                "the sharded weights into new memory every call, and a graph replays the memory it was captured "
-                'with); set cuda_graphs = false, or strategy = "ddp" @ $.model.options.cuda_graphs'
-            )
     return problems
 
 

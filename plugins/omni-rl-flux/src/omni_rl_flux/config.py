@@ -9,8 +9,8 @@ Two guidance knobs, one per FluxPipeline argument, so a recipe reads the same he
   (FLUX.1-dev, Krea: ``guidance_embeds = true``) takes as an embedding. One transformer call per step. Left out it
   is 3.5 on such a transformer; a transformer without guidance embeddings (schnell) refuses it.
 * ``[rollout] cfg`` (the protocol's ``guidance_scale``) is FluxPipeline's ``true_cfg_scale``: above 1 it runs
-  classic CFG with ``negative_prompt``, twice the transformer rows per step, identically in rollout and recompute. Keep
-  it at 1 for guidance-distilled models unless you mean to pay for both.
+  classic CFG with ``negative_prompt``, twice the transformer rows per step, identically in rollout and
+  recompute. Keep it at 1 for guidance-distilled models unless you mean to pay for both.
 """
 
 from __future__ import annotations

@@ -122,19 +122,13 @@ class FluxModel(PipelineModel):
             return unpack(self._forward(tokens, timestep, positions, guidance, *positive_text).float(), height, width)
         self._warn_double_guidance(guidance_scale)
         negative_text = self._text(conditioning, NEGATIVE, batch)
-        if all(n.shape == p.shape for n, p in zip(negative_text, positive_text, strict=True)):
-            # CFG's two halves in one call of 2B rows, negatives first (both texts are padded to
-            # max_sequence_length; the pipeline makes two calls): the same velocity up to the float rounding of a
-            # larger batch, with one launch of twice the rows
-            doubled = None if guidance is None else torch.cat([guidance, guidance])
-            texts = [torch.cat([n, p]) for n, p in zip(negative_text, positive_text, strict=True)]
-            both = self._forward(
-                torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), positions, doubled, *texts
-            )
-            negative, positive = both.float().chunk(2)
-        else:
-            positive = self._forward(tokens, timestep, positions, guidance, *positive_text).float()
-            negative = self._forward(tokens, timestep, positions, guidance, *negative_text).float()
+        # CFG's two halves in one call of 2B rows, negatives first (both T5 texts are padded to max_sequence_length;
+        # the pipeline makes two calls): the same velocity up to the float rounding of a larger batch, with one
+        # launch of twice the rows
+        doubled = None if guidance is None else torch.cat([guidance, guidance])
+        texts = [torch.cat([n, p]) for n, p in zip(negative_text, positive_text, strict=True)]
+        both = self._forward(torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), positions, doubled, *texts)
+        negative, positive = both.float().chunk(2)
         return unpack(negative + guidance_scale * (positive - negative), height, width)
 
     def _forward(

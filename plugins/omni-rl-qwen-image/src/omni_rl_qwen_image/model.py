@@ -6,9 +6,9 @@ pipeline's own ``encode_prompt`` (chat template, template tokens dropped, per-pr
 resolution-dependent shift mu = calculate_shift(image tokens), positive and negative predictions combined by true
 CFG with the per-token norm rescaling (both in one transformer call of 2B rows, where the pipeline makes two: the
 texts padded to one length under the attention mask; a float rounding away), and the VAE's latent mean/std and
-postprocess. So an
-Euler loop over :meth:`sigma_schedule` with :meth:`predict_velocity` reproduces the pipeline's output for the same
-seed. Rollout and training use the same :meth:`predict_velocity`, which is what makes the on-policy ratio 1.
+postprocess. So an Euler loop over :meth:`sigma_schedule` with :meth:`predict_velocity` reproduces the pipeline's
+output for the same seed. Rollout and training use the same :meth:`predict_velocity`, which is what makes the
+on-policy ratio 1.
 
 The CFG arithmetic runs in float32 (MATH.md): under bf16 weights that is a rounding away from the pipeline, which
 combines in the weights' dtype. All modules stay in eval mode (Qwen-Image has no dropout; LoRA dropout is 0).

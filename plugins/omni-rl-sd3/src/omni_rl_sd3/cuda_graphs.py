@@ -101,10 +101,6 @@ class GraphedCalls:
     def __len__(self) -> int:
         return len(self._graphs)
 
-    def clear(self) -> None:
-        """Drop every graph (their memory returns to the allocator)."""
-        self._graphs.clear()
-
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Calls in the block run eagerly and capture nothing (the "auto" batch probes: a try measures the

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,7 +135,6 @@ class PipelineModel:
         if self.config.gradient_checkpointing:
             self.transformer.enable_gradient_checkpointing()
         apply_speed_options(self.config, self.transformer, self.pipeline.vae, self.device, self.model_label)
-        self.graphs = graphed_calls(self.config)
 
     @property
     def old_log_probs_with_grad(self) -> bool:
@@ -143,8 +143,11 @@ class PipelineModel:
         trained forward either (omni_rl_sd3.speed)."""
         return bool(self.config.old_log_probs_with_grad)
 
-    #: with ``cuda_graphs``: serves the no-grad transformer calls from captured graphs (omni_rl_sd3.cuda_graphs)
-    graphs: Any = None
+    @functools.cached_property
+    def graphs(self) -> Any:
+        """With ``cuda_graphs``: what serves the no-grad transformer calls from captured graphs
+        (omni_rl_sd3.cuda_graphs); None without."""
+        return graphed_calls(self.config)
 
     def call_transformer(self, module: torch.nn.Module, **kwargs: Any) -> Any:
         """``module(**kwargs)`` for every transformer forward of the model, through its CUDA graphs when

@@ -97,15 +97,18 @@ def check_device(options: SpeedOptions, device: Any, label: str) -> None:
     call)."""
     import torch
 
-    if options.cuda_graphs and torch.device(device).type != "cuda":
+    device = torch.device(device)
+    if device.type == "cuda":
+        return
+    if options.cuda_graphs:
         raise ConfigError(
-            f"cuda_graphs = true needs a CUDA GPU, but this {label} model runs on {torch.device(device)}",
+            f"cuda_graphs = true needs a CUDA GPU, but this {label} model runs on {device}",
             hint="set cuda_graphs = false on the CPU, or run the workers on GPUs ([cluster] gpus_per_worker)",
         )
-    if options.attention_backend not in ("default", "math") and torch.device(device).type != "cuda":
+    if options.attention_backend not in ("default", "math"):
         raise ConfigError(
             f'attention_backend = "{options.attention_backend}" needs a CUDA GPU, but this {label} model runs on '
-            f"{torch.device(device)}",
+            f"{device}",
             hint='use attention_backend = "default" or "math" on the CPU, or run the workers on GPUs '
             "([cluster] gpus_per_worker)",
         )

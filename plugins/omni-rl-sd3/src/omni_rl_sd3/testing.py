@@ -88,3 +88,21 @@ def _tensors(value: object) -> list[torch.Tensor]:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
     return []
+
+
+def first_update_ratio(model: Any, sampler: Any, batch: Any) -> tuple[float, torch.Tensor]:
+    """The first update over ``batch`` (Flow-GRPO, four samples, learning rate 0): its mean on-policy ratio, and the
+    old log-probs the update engine recomputes (what a speed option that makes the rollout run other code than
+    the trained forward must still get right)."""
+    from omni_rl import build
+    from omni_rl.runtime.update import TrajectoryUpdate
+    from omni_rl.schema import OptimConfig
+
+    params = list(model.trainable_parameters())
+    engine = TrajectoryUpdate(
+        model, sampler, build("loss", "flow_grpo", {}), torch.optim.SGD(params, lr=0.0), OptimConfig(micro_batch=4)
+    )
+    old, _ = engine.old_views(batch, keep_steps=False)
+    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    stats = engine.run(batch, advantages, {}, generator=torch.Generator().manual_seed(0))
+    return stats["sums"]["ratio_mean"] / stats["counts"]["ratio_mean"], old

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import torch
 from omni_rl_sd3.lora import TRAINED_ADAPTER
 from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
-from omni_rl_sd3.speed import apply_speed_options, graphed_calls
+from omni_rl_sd3.speed import apply_speed_options
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
@@ -134,7 +134,6 @@ class WanModel(PipelineModel):
             if self.config.gradient_checkpointing:
                 expert.enable_gradient_checkpointing()
             apply_speed_options(self.config, expert, self.vae, self.device, self.model_label)
-        self.graphs = graphed_calls(self.config)
 
     @property
     def trained_experts(self) -> tuple[str, ...]:
@@ -193,17 +192,13 @@ class WanModel(PipelineModel):
         if guidance_scale <= 1:  # WanPipeline's do_classifier_free_guidance reads guidance_scale alone
             return self._forward(component, x, timestep, positive_text).float()
         negative_text = self._text(conditioning, NEGATIVE, idx, len(x))
-        if negative_text.shape == positive_text.shape:
-            # CFG's two halves in one call of 2B rows, negatives first (both texts are padded to
-            # max_sequence_length): one launch of twice the rows fills a GPU better than WanPipeline's two calls,
-            # and gives the same velocity up to the float rounding of a larger batch
-            both = self._forward(
-                component, torch.cat([x, x]), torch.cat([timestep, timestep]), torch.cat([negative_text, positive_text])
-            ).float()
-            negative, positive = both.chunk(2)
-        else:
-            positive = self._forward(component, x, timestep, positive_text).float()
-            negative = self._forward(component, x, timestep, negative_text).float()
+        # CFG's two halves in one call of 2B rows, negatives first (both texts are padded to max_sequence_length):
+        # one launch of twice the rows fills a GPU better than WanPipeline's two calls, and gives the same velocity
+        # up to the float rounding of a larger batch
+        both = self._forward(
+            component, torch.cat([x, x]), torch.cat([timestep, timestep]), torch.cat([negative_text, positive_text])
+        ).float()
+        negative, positive = both.chunk(2)
         return negative + scale * (positive - negative)
 
     def _forward(self, component: str, x: torch.Tensor, timestep: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
