@@ -170,7 +170,7 @@ def gpu_section(steps: int, out: Path) -> list[str]:
 
 def val_at_clock(rows: list[dict], seconds: float) -> tuple[int, float]:
     """(step, val reward) of the last evaluation whose training clock is within ``seconds``."""
-    from omni_rl.metrics_file import training_clock
+    from omni_rl.reporting.metrics_reader import training_clock
 
     clock = training_clock(rows)
     evals = [(r["step"], r["val/reward/mean"]) for r in rows if "val/reward/mean" in r]
@@ -181,8 +181,8 @@ def val_at_clock(rows: list[dict], seconds: float) -> tuple[int, float]:
 def shapes_comparison(seeds: list[int], steps: int, keep: Path | None) -> list[str]:
     import ray
 
-    from omni_rl.metrics_file import training_clock
-    from omni_rl.run_summary import score_summary
+    from omni_rl.reporting.metrics_reader import training_clock
+    from omni_rl.reporting.run_summary import score_summary
     from omni_rl.testing.runs import run_config
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from omni_rl.manifest import CheckpointReader, hash_file, write_manifest
+from omni_rl.rundir.manifest import CheckpointReader, hash_file, write_manifest
 
 
 def mid_transformer_state(cache: Path) -> dict[str, torch.Tensor]:

@@ -41,8 +41,8 @@ CONFIGS = {
 
 def summarize(metrics_path: Path) -> dict[str, object]:
     """The table's numbers, read as the end-of-run summary and ``omni-rl compare`` read them."""
-    from omni_rl.metrics_file import read_metrics, series, training_clock
-    from omni_rl.run_summary import score_summary
+    from omni_rl.reporting.metrics_reader import read_metrics, series, training_clock
+    from omni_rl.reporting.run_summary import score_summary
 
     rows = read_metrics(metrics_path)
     clock = training_clock(rows)

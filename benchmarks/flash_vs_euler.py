@@ -38,7 +38,7 @@ def validation_set(config: object) -> tuple[list[object], list[int]]:
     """The trainer's validation records and seeds (Trainer.validate): image r of prompt k takes seed r·n + k of
     ``sample_seeds(run_seed, -1, n · repeats)``, prompts in file order, each repeated ``val_images_per_prompt``."""
     from omni_rl.data import read_prompt_source
-    from omni_rl.trainer import sample_seeds
+    from omni_rl.train.trainer import sample_seeds
 
     data = config.data  # type: ignore[attr-defined]
     records = read_prompt_source(data.val, config_path="$.data.val")

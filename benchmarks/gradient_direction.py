@@ -45,7 +45,7 @@ def main() -> None:
     from omni_rl.batch import TrajectoryLossInputs
     from omni_rl.config import load_config
     from omni_rl.protocols import RolloutRequest
-    from omni_rl.rewards import CombinedReward
+    from omni_rl.rewards.combined import CombinedReward
     from omni_rl.runtime.worker import PolicyWorker
 
     config = load_config(

@@ -77,10 +77,10 @@ class OverheadCase:
 
     def __init__(self, pipeline_path: Path, setting: Setting) -> None:
         from omni_rl import build
+        from omni_rl.config.schema import OptimConfig
         from omni_rl.context import BuildContext
+        from omni_rl.engine.trajectory_update import TrajectoryUpdate
         from omni_rl.protocols import RolloutRequest
-        from omni_rl.runtime.update import TrajectoryUpdate
-        from omni_rl.schema import OptimConfig
 
         s = self.setting = setting
         self.device = torch.device(s.device)

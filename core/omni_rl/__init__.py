@@ -15,11 +15,11 @@ plugins must stay fast. The registry, config and CLI machinery are imported when
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omni_rl import compat
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, OmniRLError, PluginError, RuntimeFailure
 from omni_rl.hookspecs import hookimpl
@@ -39,8 +39,10 @@ from omni_rl.specs import (
 
 if TYPE_CHECKING:
     from omni_rl.config.overrides import Override
+    from omni_rl.config.schema import ResolvedConfig
     from omni_rl.registry import Registry
-    from omni_rl.schema import ResolvedConfig
+
+compat.install()  # the module paths of 0.1.0 that moved keep working for one release
 
 __all__ = [
     "KINDS",
@@ -66,35 +68,20 @@ __all__ = [
     "set_registry",
 ]
 
-_lock = threading.Lock()
-_registry: Registry | None = None
-
 
 def get_registry(reload: bool = False) -> Registry:
-    """The registry of the installed plugins, loaded on first use and cached for the process.
+    """The registry of the installed plugins (:func:`omni_rl.registry.get_registry`, imported on first use so
+    that importing this package stays cheap)."""
+    from omni_rl.registry import get_registry as _get_registry
 
-    ``reload=True`` loads the entry points again (after ``pip install`` in a notebook, or after changing
-    ``OMNI_RL_LOAD_PLUGINS``). Conflicts are not raised here: call ``registry.validate()`` for that.
-    """
-    global _registry
-    with _lock:
-        if _registry is None or reload:
-            import importlib
-
-            from omni_rl.plugins import load_plugins
-
-            importlib.invalidate_caches()  # see distributions pip installed since the last load
-            from omni_rl.registry import Registry
-
-            _registry = Registry.collect(load_plugins())
-        return _registry
+    return _get_registry(reload)
 
 
 def set_registry(registry: Registry | None) -> None:
-    """Replace the cached registry (tests use an isolated one); None drops it so the next use reloads."""
-    global _registry
-    with _lock:
-        _registry = registry
+    """Replace the cached registry (:func:`omni_rl.registry.set_registry`)."""
+    from omni_rl.registry import set_registry as _set_registry
+
+    _set_registry(registry)
 
 
 def build(

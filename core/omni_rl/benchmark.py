@@ -82,7 +82,7 @@ class Benchmark(Protocol):
     Optional members (looked up with ``getattr``, so a benchmark without them keeps the core's behaviour):
 
     - ``image_seed(seed, index, sample) -> int``: the seed of image ``sample`` of prompt ``index`` (default
-      :func:`omni_rl.evaluation.image_seed`), for a benchmark whose reference numbers were measured with its own
+      :func:`omni_rl.evaluation.loop.image_seed`), for a benchmark whose reference numbers were measured with its own
       seeds (shapes: its pipelines' recorded val reward), so the same images are drawn again.
     - ``pipeline_overrides(directory) -> list[str]``: ``--set``-style overrides applied before the user's when the
       target is a pipeline directory (a run is always sampled as its validation was), for pipelines that carry

@@ -85,7 +85,7 @@ class DiffusionModel(Protocol):
     member ``fsdp_units() -> list[Module]`` names the modules sharded one by one; by default the entries of the
     transformer's ``*blocks`` module lists), so :meth:`trainable_parameters` must look the parameters up when
     called, and :meth:`save_lora` is then called on every worker: it gathers the sharded weights whole
-    (``omni_rl.runtime.fsdp.gather_state``, a collective) and writes on rank 0 only.
+    (``omni_rl.engine.fsdp.gather_state``, a collective) and writes on rank 0 only.
     """
 
     #: the denoiser being trained (peft-wrapped when LoRA is on)

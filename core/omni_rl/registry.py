@@ -9,6 +9,8 @@ is reported at once, naming both distributions and versions.
 from __future__ import annotations
 
 import difflib
+import importlib
+import threading
 import traceback
 from collections.abc import Iterable, Sequence
 
@@ -315,3 +317,30 @@ def _conflict_hint(providers: Sequence[Component]) -> str:
         f"(pip uninstall {last.distribution}) or switch one off with {DISABLE_ENV}={last.distribution}; "
         "`omni-rl plugins` lists every plugin"
     )
+
+
+_lock = threading.Lock()
+_registry: Registry | None = None
+
+
+def get_registry(reload: bool = False) -> Registry:
+    """The registry of the installed plugins, loaded on first use and cached for the process.
+
+    ``reload=True`` loads the entry points again (after ``pip install`` in a notebook, or after changing
+    ``OMNI_RL_LOAD_PLUGINS``). Conflicts are not raised here: call ``registry.validate()`` for that.
+    """
+    global _registry
+    with _lock:
+        if _registry is None or reload:
+            from omni_rl.plugins import load_plugins
+
+            importlib.invalidate_caches()  # see distributions pip installed since the last load
+            _registry = Registry.collect(load_plugins())
+        return _registry
+
+
+def set_registry(registry: Registry | None) -> None:
+    """Replace the cached registry (tests use an isolated one); None drops it so the next use reloads."""
+    global _registry
+    with _lock:
+        _registry = registry

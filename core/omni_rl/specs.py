@@ -59,7 +59,7 @@ class ComponentSpec:
     #: ``check(components) -> problems``: what this component's options alone cannot validate because it
     #: depends on other sections (e.g. a loss option that only some samplers can serve). ``components`` maps
     #: each section whose options are valid (``model``, ``sampler``, ``rollout``, ``loss``, ``reward[0]``, ...)
-    #: to its :class:`~omni_rl.schema.ResolvedComponent`; each problem is a ``"what and the fix @ $.path"``
+    #: to its :class:`~omni_rl.config.schema.ResolvedComponent`; each problem is a ``"what and the fix @ $.path"``
     #: line reported with the config's other problems (``omni-rl check`` and ``run``, before anything starts).
     check: Callable[[Mapping[str, Any]], Iterable[str]] | None = None
 

@@ -79,7 +79,7 @@ def small_jpeg_args(tiny_sd3: Path):
 def parts_submitted_fixture(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many parts of each training batch the driver handed to the reward actors while it sampled
     (``[run] stream_rewards``), one entry per batch."""
-    from omni_rl.rewards import CombinedReward
+    from omni_rl.rewards.combined import CombinedReward
 
     seen: list[int] = []
     submit = CombinedReward.submit_parts

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from omni_rl import auto_batch, build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.errors import ConfigError
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 PROMPTS = ["a red circle"] * 4 + ["two blue squares"] * 4
 GROUPS = [0] * 4 + [1] * 4

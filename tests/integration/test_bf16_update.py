@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 PROMPTS = ["a red circle", "a red circle", "two blue squares", "two blue squares"]
 #: |ρ - 1| allowed for a bf16 policy re-scoring its own rollout (see the module docstring)

@@ -32,15 +32,15 @@ from typing import Any
 
 import pytest
 
-from omni_rl import checkpoint
 from omni_rl.cli import main
 from omni_rl.errors import CheckpointDamaged
-from omni_rl.manifest import MANIFEST, CheckpointReader
-from omni_rl.resume import read_driver_files, resume
-from omni_rl.rundir import RunStart
+from omni_rl.rundir import checkpoint
+from omni_rl.rundir.manifest import MANIFEST, CheckpointReader
+from omni_rl.rundir.resume import read_driver_files, resume
+from omni_rl.rundir.start import RunStart
+from omni_rl.rundir.verify import verify_checkpoint
 from omni_rl.runtime.group import WorkerGroup
-from omni_rl.trainer import Trainer
-from omni_rl.verify import verify_checkpoint
+from omni_rl.train.trainer import Trainer
 
 POINTS = int(os.environ.get("OMNI_RL_CHAOS_POINTS", "1"))
 SEED = int(os.environ.get("OMNI_RL_CHAOS_SEED", "0"))

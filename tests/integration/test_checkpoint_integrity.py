@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from omni_rl import checkpoint
 from omni_rl.cli import main
-from omni_rl.manifest import MANIFEST
-from omni_rl.resume import DAMAGED_EVENT
+from omni_rl.rundir import checkpoint
+from omni_rl.rundir.manifest import MANIFEST
+from omni_rl.rundir.resume import DAMAGED_EVENT
 
 TRAINABLE = "worker_0/trainable.safetensors"
 LORA = "pytorch_lora_weights.safetensors"

@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from omni_rl.cli import main
-from omni_rl.metrics_file import read_metrics
+from omni_rl.reporting.metrics_reader import read_metrics
 from omni_rl.testing.runs import set_args
 
 ROOT = Path(__file__).parents[2]

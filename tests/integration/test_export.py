@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 from omni_rl import BuildContext, load_config
 from omni_rl.cli import main
 from omni_rl.config import write_resolved
-from omni_rl.export import EXPORT_INFO
+from omni_rl.rundir.export import EXPORT_INFO
 
 PROMPT = "a red cube on a table"
 LORA_FILE = "pytorch_lora_weights.safetensors"

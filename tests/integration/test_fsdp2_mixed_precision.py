@@ -46,7 +46,7 @@ def process_group(request: pytest.FixtureRequest) -> Iterator[str]:
 def test_bf16_blocks_with_a_float32_timestep(process_group: str, tiny_sd3: Path) -> None:
     from diffusers import SD3Transformer2DModel
 
-    from omni_rl.runtime.fsdp import shard_transformer
+    from omni_rl.engine.fsdp import shard_transformer
 
     device = process_group
     reference = SD3Transformer2DModel.from_pretrained(tiny_sd3 / "transformer").float().to(device)

@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from omni_rl import build, checkpoint, load_config
+from omni_rl import build, load_config
 from omni_rl.batch import LossOutput
 from omni_rl.cli import main
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.stepping import merge_stats
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.errors import RuntimeFailure
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.stepping import merge_stats
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
-from omni_rl.trainer import Trainer
+from omni_rl.rundir import checkpoint
+from omni_rl.train.trainer import Trainer
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 

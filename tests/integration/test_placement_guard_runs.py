@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_rl import placement_guard
+from omni_rl.engine import placement_guard
 
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 
@@ -42,7 +42,7 @@ SLOW = {"rollout_worker_stale", "diffusion_nft"}
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in sorted(CASES)])
 def test_guarded_run(case: str, tmp_path: Path, small_jpeg_args, ray_cluster: None, guard: None) -> None:
     from omni_rl.cli import main
-    from omni_rl.metrics_file import read_metrics
+    from omni_rl.reporting.metrics_reader import read_metrics
 
     out = tmp_path / case
     assert main(small_jpeg_args(out, *CASES[case])) == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from omni_rl.cli import main
-from omni_rl.runtime.profiling import trace_path
+from omni_rl.engine.profiling import trace_path
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ SERVER = """
 import sys
 import ray
 from omni_rl.runtime.cluster import ray_session
-from omni_rl.schema import ClusterConfig
+from omni_rl.config.schema import ClusterConfig
 
 with ray_session(ClusterConfig()):
     print("GCS", ray.get_runtime_context().gcs_address, flush=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from omni_rl import checkpoint
 from omni_rl.cli import main
+from omni_rl.rundir import checkpoint
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 PROMPTS = Path(__file__).parents[2] / "docs" / "examples" / "prompts" / "objects.txt"

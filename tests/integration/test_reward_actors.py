@@ -9,7 +9,7 @@ import pytest
 
 from omni_rl import load_config
 from omni_rl.errors import RuntimeFailure
-from omni_rl.rewards import CombinedReward
+from omni_rl.rewards.combined import CombinedReward
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 

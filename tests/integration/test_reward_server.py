@@ -18,10 +18,10 @@ from omni_rl.cli import main
 from omni_rl.config import write_resolved
 from omni_rl.data import PromptRecord
 from omni_rl.errors import RuntimeFailure
-from omni_rl.rewards import CombinedReward
+from omni_rl.rewards.combined import CombinedReward
 from omni_rl.serving import load_serve_config
 from omni_rl.serving.launch import start_servers
-from omni_rl.trainer import Trainer
+from omni_rl.train.trainer import Trainer
 
 QUICKSTART = Path(__file__).parents[2] / "docs" / "examples" / "quickstart.toml"
 VAL = Path(__file__).parents[2] / "plugins" / "omni-rl-shapes" / "src" / "omni_rl_shapes" / "prompts" / "val.txt"

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from omni_rl import get_registry, load_config
-from omni_rl.rewards import CombinedReward
+from omni_rl.rewards.combined import CombinedReward
 from omni_rl.serving import load_serve_config
 from omni_rl.serving.launch import start_servers
 

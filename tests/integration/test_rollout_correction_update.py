@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig, RolloutCorrectionConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
 from omni_rl.runtime.weights import capture, swapped
-from omni_rl.schema import OptimConfig, RolloutCorrectionConfig
 
 
 class Recording:

@@ -128,7 +128,7 @@ def test_one_step_off_resume_resamples_the_in_flight_batch(tmp_path: Path, small
 
 def test_refused_combinations_name_their_option(tmp_path: Path, tiny_sd3: Path) -> None:
     from omni_rl.errors import ConfigError
-    from omni_rl.trainer import Trainer
+    from omni_rl.train.trainer import Trainer
 
     base = [f"model.options.path={tiny_sd3}", f"run.output_dir={tmp_path}"]
     config = load_config(EXAMPLE, [*base, "run.max_staleness=1"])

@@ -15,7 +15,7 @@ from omni_rl.cli import main
 HOLD = """
 import sys
 from pathlib import Path
-from omni_rl.run_lock import RunLock
+from omni_rl.rundir.lock import RunLock
 with RunLock(Path(sys.argv[1])):
     print("locked", flush=True)
     sys.stdin.readline()

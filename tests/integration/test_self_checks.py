@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 PROMPTS = ["a red circle", "a red circle", "two blue squares", "two blue squares"]
 SEEDS = [11, 12, 13, 14]
@@ -78,7 +78,7 @@ def test_on_policy_ratio_is_one_for_flash_window_rollouts(model, cfg: float) -> 
 def test_on_policy_ratio_is_one_on_the_trained_subset_of_the_window(model, cfg: float) -> None:
     """DanceGRPO: dance_sde on every step but the last of 6, each sample training ceil(0.6 * 5) = 3 of them; the
     columns kept per sample re-score to their stored log-probs."""
-    from omni_rl.runtime.trajectory import keep_trained_steps
+    from omni_rl.engine.trajectory import keep_trained_steps
 
     sampler = build("sampler", "dance_sde", {"noise_level": 0.3, "window_size": 0, "timestep_fraction": 0.6})
     batch = keep_trained_steps(_rollout(model, sampler, cfg, steps=6), sampler, step=1, run_seed=0)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_rl import checkpoint
+from omni_rl.rundir import checkpoint
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "sd3_tiny_jpeg.toml"

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from omni_rl import build, load_config
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
 from omni_rl.runtime.worker import PolicyWorker
-from omni_rl.schema import OptimConfig
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
 PROMPTS = ["a red circle", "a red circle", "two blue squares", "two blue squares"] * 2

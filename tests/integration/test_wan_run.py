@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from omni_rl.cli import main
-from omni_rl.videos import read_video, video_suffix
+from omni_rl.reporting.video_grids import read_video, video_suffix
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "wan_tiny.toml"
 FRAMES, SIZE = 5, 32

@@ -58,7 +58,7 @@ def test_a_peer_dying_before_a_two_worker_update_is_named_with_the_trainers_resu
     gradient all-reduce. The run must stop within seconds (not the process group's timeout) with an error that
     names rank 1 and the resume command the Trainer prints, through the CLI."""
     from omni_rl.cli import main
-    from omni_rl.trainer import Trainer
+    from omni_rl.train.trainer import Trainer
 
     killed: dict[str, float] = {}
     rollout = WorkerGroup.rollout

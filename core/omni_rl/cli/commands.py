@@ -10,13 +10,13 @@ from rich.text import Text
 
 from omni_rl.cli.output import Output
 from omni_rl.config import check_prompt_sources, load_config, resolved_toml
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.errors import RuntimeFailure
-from omni_rl.preflight import preflight
 from omni_rl.registry import Registry
-from omni_rl.schema import ResolvedConfig
+from omni_rl.train.preflight import preflight
 
 #: Modules whose absence means "the training extra is not installed", not a bug.
-_TRAIN_DEPENDENCIES = ("torch", "ray", "safetensors", "omni_rl.trainer", "omni_rl.runtime")
+_TRAIN_DEPENDENCIES = ("torch", "ray", "safetensors", "omni_rl.train.trainer", "omni_rl.runtime")
 
 
 def run_check(args: argparse.Namespace, output: Output, registry: Registry) -> int:
@@ -34,7 +34,7 @@ def run_run(args: argparse.Namespace, output: Output, registry: Registry) -> int
         output.plain(resolved_toml(config))
         return 0
     try:
-        from omni_rl.trainer import train
+        from omni_rl.train.trainer import train
     except ImportError as exc:
         if exc.name not in _TRAIN_DEPENDENCIES and not (exc.name or "").startswith(_TRAIN_DEPENDENCIES):
             raise

@@ -9,12 +9,12 @@ import attrs
 from rich.text import Text
 
 from omni_rl.cli.output import Output
-from omni_rl.compare import difference_labels, plot_comparison
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
-from omni_rl.run_summary import read_config, summarize_run, summary_paths, summary_table
+from omni_rl.reporting.compare import difference_labels, plot_comparison
+from omni_rl.reporting.run_summary import read_config, summarize_run, summary_paths, summary_table
+from omni_rl.rundir.writable import writable_file
 from omni_rl.validators import is_finite_number
-from omni_rl.writable import writable_file
 
 
 def run_compare(args: argparse.Namespace, output: Output, registry: Registry) -> int:

@@ -1,5 +1,5 @@
 """``omni-rl eval TARGET --benchmark NAME``: sample a benchmark's prompts with a run's (or a pipeline's) model,
-score them with the benchmark plugin and print its table (omni_rl.evaluation)."""
+score them with the benchmark plugin and print its table (omni_rl.evaluation.loop)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 from rich.text import Text
 
 from omni_rl.cli.output import Output
+from omni_rl.cli.quiet import quiet_libraries
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
-from omni_rl.quiet import quiet_libraries
 from omni_rl.registry import Registry
-from omni_rl.writable import writable_directory
+from omni_rl.rundir.writable import writable_directory
 
 #: ``--set benchmark.<option>=value`` sets the benchmark's options; every other ``--set`` the generator's config
 BENCHMARK_PREFIX = "benchmark."
@@ -112,8 +112,8 @@ def _evaluate(
     """Sample and score one model (a run's checkpoint ``step``, or the pipeline): its output folder and summary."""
     import gc
 
-    from omni_rl.eval_model import load_generator
-    from omni_rl.evaluation import EvalSettings, run_eval
+    from omni_rl.evaluation.generator import load_generator
+    from omni_rl.evaluation.loop import EvalSettings, run_eval
 
     defaults = getattr(benchmark, "pipeline_overrides", None)  # optional member: a pipeline's own settings
     pipeline = (target / "model_index.json").is_file()
@@ -149,7 +149,7 @@ def _evaluate(
 
 
 def _write_comparison(args: argparse.Namespace, output: Output, name: str, target: Path, summaries: list[Any]) -> int:
-    from omni_rl.eval_compare import write_comparison
+    from omni_rl.evaluation.compare import write_comparison
 
     first, second = args.compare
     out = Path(args.out) if args.out else target / "eval" / f"{name}_step_{first}_vs_{second}"

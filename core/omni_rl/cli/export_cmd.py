@@ -1,4 +1,4 @@
-"""``omni-rl export``: write a run's checkpoint as a diffusers LoRA or a merged pipeline (omni_rl.export)."""
+"""``omni-rl export``: write a run's checkpoint as a diffusers LoRA or a merged pipeline (omni_rl.rundir.export)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ import argparse
 from rich.text import Text
 
 from omni_rl.cli.output import Output
+from omni_rl.cli.quiet import quiet_libraries
 from omni_rl.errors import RuntimeFailure
-from omni_rl.quiet import quiet_libraries
 from omni_rl.registry import Registry
-from omni_rl.writable import writable_directory
+from omni_rl.rundir.writable import writable_directory
 
 #: Packages whose absence means "the training extra (or the model plugin's dependencies) is not installed".
 _EXPORT_DEPENDENCIES = ("torch", "diffusers", "transformers", "peft", "safetensors")
 
 
 def run_export(args: argparse.Namespace, output: Output, registry: Registry) -> int:
-    from omni_rl.export import export_run
+    from omni_rl.rundir.export import export_run
 
     for warning in registry.warnings:
         output.warning(warning)

@@ -13,9 +13,9 @@ import traceback
 from rich.console import Console, RenderableType
 from rich.text import Text
 
-from omni_rl.console_width import print_whole
 from omni_rl.errors import OmniRLError
-from omni_rl.faults import describe_remote, strip_actor_ids, strip_ansi
+from omni_rl.reporting.console_width import print_whole
+from omni_rl.runtime.faults import describe_remote, strip_actor_ids, strip_ansi
 
 
 class Output:
@@ -49,7 +49,7 @@ class Output:
 
     def unexpected(self, exc: BaseException) -> None:
         """A bug or an environment failure: one line, and how to get the traceback. An error from a Ray actor is
-        named by the exception raised inside it, not Ray's wrapper (omni_rl.faults)."""
+        named by the exception raised inside it, not Ray's wrapper (omni_rl.runtime.faults)."""
         self.traceback(exc)
         self.err.print(Text.assemble(("error: ", "bold red"), self._clean(describe_remote(exc))))
         if not self.debug:

@@ -16,7 +16,7 @@ from omni_rl.cli.output import Output
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
 from omni_rl.runtime.ray_session_dir import embedded_session_dir, remove_session_dir
-from omni_rl.stop_signal import StopOnSigterm
+from omni_rl.serving.stop_signal import StopOnSigterm
 
 
 def require_token(token_env: str) -> None:

@@ -1,4 +1,4 @@
-"""``omni-rl verify RUN_DIR``: a table of the run's checkpoints, exit 1 when any is damaged (omni_rl.verify)."""
+"""``omni-rl verify RUN_DIR``: a table of the run's checkpoints, exit 1 when any is damaged (omni_rl.rundir.verify)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ _STYLE = {"verified": "green", "damaged": "bold red", "unverifiable": "yellow"}
 
 
 def run_verify(args: argparse.Namespace, output: Output, registry: Registry) -> int:
-    from omni_rl.verify import verify_run
+    from omni_rl.rundir.verify import verify_run
 
     run_dir = Path(args.run_dir)
     results, moved = verify_run(run_dir)

@@ -1,6 +1,6 @@
 """Config files: TOML → attrs in two passes, every problem of every section reported at once.
 
-Pass 1 structures the file's shape (:class:`omni_rl.schema.TrainConfig`, unknown keys forbidden); the
+Pass 1 structures the file's shape (:class:`omni_rl.config.schema.TrainConfig`, unknown keys forbidden); the
 ``[algorithm]`` preset fills what the file leaves out; pass 2 structures each component's ``options`` into
 the config class of the component the registry resolves. See docs/config.md.
 """

@@ -18,10 +18,10 @@ import cattrs
 from omni_rl.config.converter import shared_converter, structure
 from omni_rl.config.overrides import Override, apply_overrides
 from omni_rl.config.presets import PRESET_SECTIONS, apply_preset
+from omni_rl.config.schema import COMPONENT_SECTIONS, ResolvedComponent, ResolvedConfig, TrainConfig
 from omni_rl.config.toml import parse_toml, to_toml_value
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Component, Registry
-from omni_rl.schema import COMPONENT_SECTIONS, ResolvedComponent, ResolvedConfig, TrainConfig
 from omni_rl.specs import KINDS, ComponentSpec
 
 #: Order of sections in the resolved file (and of problems in an error).
@@ -56,7 +56,7 @@ def load_config(
     """
     raw = apply_overrides(parse_toml(path), overrides)
     if registry is None:
-        from omni_rl import get_registry
+        from omni_rl.registry import get_registry
 
         registry = get_registry()
     registry.validate()

@@ -20,9 +20,9 @@ from typing import Any
 import attrs
 
 from omni_rl.config.converter import shared_converter, structure
+from omni_rl.config.schema import COMPONENT_SECTIONS, ComponentSection, RewardSection, TrainConfig
 from omni_rl.errors import PluginError
 from omni_rl.registry import Component, Registry
-from omni_rl.schema import COMPONENT_SECTIONS, ComponentSection, RewardSection, TrainConfig
 from omni_rl.specs import AlgorithmSpec
 
 #: Sections a preset may fill (every section of the file except the preset choice itself).

@@ -9,9 +9,9 @@ reader the trainer uses and reports every problem at once, each with its ``$.dat
 from __future__ import annotations
 
 from omni_rl.config.loader import _problems_message
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.data import read_prompt_source
 from omni_rl.errors import ConfigError
-from omni_rl.schema import ResolvedConfig
 
 _TRAIN_HINT = 'set [data] train to a prompt file (.txt one prompt per line, .jsonl lines like {"prompt": "..."})'
 _VAL_HINT = "set [data] val to a prompt file, or [run] eval_every = 0 and eval_before_training = false"

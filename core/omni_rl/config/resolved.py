@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.config.toml import dumps
-from omni_rl.schema import ResolvedConfig
 
 RESOLVED_CONFIG = "config.resolved.toml"
 PLUGIN_VERSIONS = "plugins.txt"

@@ -7,11 +7,11 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from omni_rl.config.schema import ClusterConfig
 from omni_rl.errors import RuntimeFailure
 from omni_rl.runtime.ray_auth import prepare_auth
 from omni_rl.runtime.ray_session_dir import embedded_session_dir, remove_session_dir
 from omni_rl.runtime.worker_logs import filter_worker_logs
-from omni_rl.schema import ClusterConfig
 
 
 @contextmanager

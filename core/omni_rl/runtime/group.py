@@ -21,12 +21,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from omni_rl.config.schema import ResolvedConfig
+from omni_rl.engine.sharding import split_groups
 from omni_rl.errors import OmniRLError, RuntimeFailure
-from omni_rl.faults import clean_line, describe_remote, remote_cause, startup_error
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle, worker_env
-from omni_rl.runtime.sharding import split_groups
-from omni_rl.schema import ResolvedConfig
+from omni_rl.runtime.faults import clean_line, describe_remote, remote_cause, startup_error
 
 PLACEMENT_TIMEOUT_S = 120
 #: ``stream(request, parts) -> handle``: told each sampling worker's (positions in the request, Ray ref of its

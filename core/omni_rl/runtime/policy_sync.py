@@ -66,9 +66,9 @@ class PolicySync:
     def accept_rollout(self, request: RolloutRequest, version: int, positions: list[int], *parts: Any) -> int:
         """Keep this worker's samples (``positions`` into the concatenation of ``parts``, the rollout workers'
         batches holding them) for the update, as :meth:`PolicyWorker.rollout_shard` keeps its own."""
-        from omni_rl.placement import to_host
-        from omni_rl.runtime.batch_parts import concat, select
-        from omni_rl.runtime.trajectory import keep_trained_steps
+        from omni_rl.engine.batch_parts import concat, select
+        from omni_rl.engine.placement import to_host
+        from omni_rl.engine.trajectory import keep_trained_steps
 
         batch = to_host(select(concat(parts), positions))  # host records, whichever process sampled them
         self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
@@ -93,7 +93,7 @@ class PolicySync:
         """Write the kept ``versions`` into the checkpoint directory (rank 0)."""
         from safetensors.torch import save_file
 
-        from omni_rl import checkpoint
+        from omni_rl.rundir import checkpoint
 
         if self.rank != 0 or not versions:
             return
@@ -112,7 +112,7 @@ class PolicySync:
         as ``current``; rank 0 returns the oldest kept version for the rollout workers, as :meth:`export_weights`."""
         import time
 
-        from omni_rl.manifest import CheckpointReader
+        from omni_rl.rundir.manifest import CheckpointReader
 
         start = time.perf_counter()
         sync = self._sync_state()

@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 import numpy as np
 
+from omni_rl.config.schema import ResolvedConfig
+from omni_rl.engine.sharding import split_groups
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle
 from omni_rl.runtime.group import WorkerGroup, with_absolute_output_dir
-from omni_rl.runtime.sharding import split_groups
-from omni_rl.schema import ResolvedConfig
 
 
 @attrs.frozen

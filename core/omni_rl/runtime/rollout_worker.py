@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omni_rl import placement_guard
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
+from omni_rl.engine import placement_guard
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.weights import WeightsState, apply
 from omni_rl.runtime.worker import build_sampling_parts, limit_torch_threads, pick_device, process_info, sample
-from omni_rl.schema import ResolvedConfig
 
 
 class RolloutWorker:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import torch
 
-from omni_rl import checkpoint
+from omni_rl.rundir import checkpoint
 
 
 @attrs.frozen

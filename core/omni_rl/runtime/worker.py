@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from omni_rl import placement_guard
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
+from omni_rl.engine import placement_guard
 from omni_rl.protocols import RolloutRequest
 from omni_rl.runtime.policy_sync import PolicySync
-from omni_rl.schema import ResolvedConfig
 
 
 def pick_device(gpus_per_worker: float) -> str:
@@ -53,8 +53,8 @@ def sample(model: Any, sampler: Any, rollout: Any, rollout_view: str, request: R
     """The rollout backend's batch for ``request`` with the loss's rollout view for training ("current" for
     validation), and its SDE window: the schedule step indices of the recorded window (the same for every sample
     and worker, logged by the trainer), empty when none was recorded."""
-    from omni_rl.placement import to_host
-    from omni_rl.runtime.forward_update import view_context
+    from omni_rl.engine.forward_update import view_context
+    from omni_rl.engine.placement import to_host
 
     view = rollout_view if request.mode == "train" else "current"
     with view_context(model, view):
@@ -102,7 +102,7 @@ class PolicyWorker(PolicySync):
         placement_guard.mark_module(self.model)  # OMNI_RL_PLACEMENT_GUARD: the weights are on the device
         self.requirements = self.loss.requirements
         self._batch: Any = None
-        from omni_rl.runtime.profiling import StepProfiler
+        from omni_rl.engine.profiling import StepProfiler
 
         #: [log] profile_steps: traces from the step's training rollout to the end of its update
         self.profiler = StepProfiler(config.log.profile_steps, Path(config.run.output_dir), f"rank{rank}")
@@ -120,9 +120,9 @@ class PolicyWorker(PolicySync):
 
     def _build_training(self) -> None:
         """Optimizer, schedule and update engine over the trainable parameters (the shards, under FSDP2)."""
-        from omni_rl.runtime.forward_update import ForwardUpdate
-        from omni_rl.runtime.optim import build_optimizer, build_scheduler
-        from omni_rl.runtime.update import TrajectoryUpdate
+        from omni_rl.engine.forward_update import ForwardUpdate
+        from omni_rl.engine.optim import build_optimizer, build_scheduler
+        from omni_rl.engine.trajectory_update import TrajectoryUpdate
 
         config = self.config
         params = list(self.model.trainable_parameters())
@@ -158,7 +158,7 @@ class PolicyWorker(PolicySync):
 
         ``keep``: only the first ``keep`` samples are real; the rest pad the shard so that every FSDP2 worker runs
         the same number of (collective) forwards, and are dropped here. Validation rollouts only."""
-        from omni_rl.runtime.trajectory import keep_trained_steps
+        from omni_rl.engine.trajectory import keep_trained_steps
 
         if request.mode == "train":
             self.profiler.start(request.step)
@@ -193,7 +193,7 @@ class PolicyWorker(PolicySync):
         """Update on the kept rollout; returns this worker's UpdateStats (summed across workers by the driver)."""
         import torch
 
-        from omni_rl.runtime.sharding import Shard
+        from omni_rl.engine.sharding import Shard
 
         if self._batch is None:
             raise RuntimeError("update called before a training rollout")
@@ -246,7 +246,7 @@ class PolicyWorker(PolicySync):
             timeout=datetime.timedelta(seconds=self.config.cluster.collective_timeout_s),
         )
         if self.sharded:
-            from omni_rl.runtime.fsdp import shard_transformer
+            from omni_rl.engine.fsdp import shard_transformer
 
             shard_transformer(
                 self.model,
@@ -258,7 +258,7 @@ class PolicyWorker(PolicySync):
 
     def _lockstep(self, counts: list[int]) -> list[int]:
         """FSDP2: how many micro-batch passes every worker runs (the most any worker needs; see runtime.fsdp)."""
-        from omni_rl.runtime.fsdp import max_across_workers
+        from omni_rl.engine.fsdp import max_across_workers
 
         return max_across_workers(counts, self.ctx.device)
 
@@ -298,7 +298,7 @@ class PolicyWorker(PolicySync):
 
         Under FSDP2 every save below gathers the shards (a collective on every worker) and rank 0 writes the
         whole tensors, once, in ``worker_0/``; each worker still writes its own RNG, schedule and counters."""
-        from omni_rl import checkpoint
+        from omni_rl.rundir import checkpoint
 
         root = Path(directory)
         own = root / f"worker_{self.rank}"
@@ -319,8 +319,8 @@ class PolicyWorker(PolicySync):
         before anything changes, so a damaged checkpoint (CheckpointDamaged, naming the file) leaves this worker
         as it was for the driver to try an older one. Returns whether the files could be verified (False: a
         checkpoint of an older version, without a manifest)."""
-        from omni_rl import checkpoint
-        from omni_rl.manifest import CheckpointReader
+        from omni_rl.rundir import checkpoint
+        from omni_rl.rundir.manifest import CheckpointReader
 
         reader = CheckpointReader(Path(directory))
         own = f"worker_{self.rank}"

@@ -3,7 +3,8 @@
 When a policy worker or a reward actor raises while it is built (a wrong model path, an unset API-key variable),
 the actor's process logs Ray's whole creation-task traceback (thirty lines with ``^^^`` markers and colour codes)
 and Ray forwards it to the driver's console. The driver already prints the cause as one line with its hint
-(omni_rl.faults.startup_error); this filter drops the duplicate and everything that process logs after it (it has
+(omni_rl.runtime.faults.startup_error); this filter drops the duplicate and everything that process logs after it (it
+has
 died). Every other worker line passes through unchanged.
 """
 

@@ -17,11 +17,11 @@ import attrs
 from omni_rl.config.converter import shared_converter, structure
 from omni_rl.config.loader import resolve_components
 from omni_rl.config.overrides import Override, apply_overrides
+from omni_rl.config.schema import ResolvedComponent, _non_negative, _positive
 from omni_rl.config.toml import parse_toml
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
-from omni_rl.reward_protocol import PixelLimits
-from omni_rl.schema import ResolvedComponent, _non_negative, _positive
+from omni_rl.rewards.protocol import PixelLimits
 from omni_rl.serving.limits import ServeLimits
 from omni_rl.validators import int_between
 

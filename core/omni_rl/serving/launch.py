@@ -11,7 +11,7 @@ import os
 from types import ModuleType
 
 from omni_rl.errors import RuntimeFailure
-from omni_rl.rewards import actor_resources, ray_actor_options
+from omni_rl.rewards.combined import actor_resources, ray_actor_options
 from omni_rl.runtime.ray_auth import prepare_auth
 from omni_rl.serving.config import ServeConfig
 from omni_rl.serving.limits import token_runtime_env

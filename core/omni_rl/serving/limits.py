@@ -9,7 +9,7 @@ be found one at a time by timing the answers.
 
 Every client error is a JSON ``{"error": ...}`` with a 4xx status (400 malformed, 401 no or wrong token, 405
 method, 413 too large), never a plain-text 500: the ``http`` reward retries 5xx as server faults, and would retry
-a request that can never succeed. The JSON protocol itself is :mod:`omni_rl.reward_protocol`.
+a request that can never succeed. The JSON protocol itself is :mod:`omni_rl.rewards.protocol`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from omni_rl.reward_protocol import NO_LIMITS, PROTOCOL, PixelLimits, ProtocolError, decode_request
+from omni_rl.rewards.protocol import NO_LIMITS, PROTOCOL, PixelLimits, ProtocolError, decode_request
 
 
 @attrs.frozen(kw_only=True)

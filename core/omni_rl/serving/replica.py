@@ -18,11 +18,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from omni_rl.batch import RewardResult
+from omni_rl.config.schema import ResolvedComponent
 from omni_rl.context import BuildContext
-from omni_rl.frame_rewards import scores_video
-from omni_rl.reward_protocol import encode_response
-from omni_rl.rewards import actor_context
-from omni_rl.schema import ResolvedComponent
+from omni_rl.rewards.combined import actor_context
+from omni_rl.rewards.frames import scores_video
+from omni_rl.rewards.protocol import encode_response
 from omni_rl.serving.limits import ServeLimits, answer, read_token
 
 

@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 import pytest
 
 from omni_rl.config import preset_problems, resolve_config
+from omni_rl.config.schema import ResolvedConfig
 from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
-from omni_rl.schema import ResolvedConfig
 from omni_rl.specs import AlgorithmSpec
 from omni_rl.testing._base import SpecConformance
 

@@ -11,7 +11,7 @@ import pytest
 
 from omni_rl.benchmark import Benchmark, BenchmarkSummary, ImageResult, ImageVerdict
 from omni_rl.data import PromptRecord
-from omni_rl.evaluation import select_prompts
+from omni_rl.evaluation.loop import select_prompts
 from omni_rl.specs import BenchmarkSpec
 from omni_rl.testing._base import SpecConformance
 

@@ -20,7 +20,7 @@ def run_config(config: str | Path, output_dir: Path, overrides: Iterable[str] = 
 
     A run that exits non-zero raises ``RuntimeError`` naming the command (the CLI has printed why)."""
     from omni_rl.cli import main
-    from omni_rl.metrics_file import read_metrics
+    from omni_rl.reporting.metrics_reader import read_metrics
 
     argv = ["run", str(config), *set_args([f"run.output_dir={output_dir}", *overrides])]
     if (code := main(argv)) != 0:

@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 from omni_rl import build
 from omni_rl.batch import ForwardLossInputs
 from omni_rl.cli import main
-from omni_rl.runtime.forward_update import view_context
+from omni_rl.engine.forward_update import view_context
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

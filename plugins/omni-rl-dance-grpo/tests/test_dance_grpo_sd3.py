@@ -18,10 +18,10 @@ import torch
 from omni_rl_dance_grpo.presets import dance_grpo_defaults
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory import keep_trained_steps
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.trajectory import keep_trained_steps
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -16,7 +16,7 @@ from omni_rl_diffusion_nft.config import DiffusionNFTLossConfig
 from omni_rl_diffusion_nft.loss import DiffusionNFTLoss
 
 from omni_rl.context import BuildContext
-from omni_rl.runtime.forward_update import view_context
+from omni_rl.engine.forward_update import view_context
 
 PROMPT = "a red square above a blue circle"
 

@@ -14,8 +14,8 @@ from omni_rl_diffusion_nft.config import DiffusionNFTLossConfig
 from omni_rl_diffusion_nft.loss import DiffusionNFTLoss
 
 from omni_rl.batch import Conditioning, RolloutBatch
-from omni_rl.runtime.forward_update import ForwardUpdate
-from omni_rl.schema import OptimConfig
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.forward_update import ForwardUpdate
 
 N, SHAPE, NUM_STEPS, TIMESTEPS = 4, (1, 2, 2), 4, 3
 

@@ -10,7 +10,7 @@ from omni_rl_diffusion_nft import hooks
 from omni_rl_diffusion_nft.presets import diffusion_nft_defaults
 
 from omni_rl.config.converter import make_converter
-from omni_rl.schema import OptimConfig
+from omni_rl.config.schema import OptimConfig
 
 
 def test_entry_point_points_at_hooks() -> None:

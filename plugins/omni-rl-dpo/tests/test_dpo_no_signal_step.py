@@ -13,11 +13,11 @@ from omni_rl_dpo.config import DPOLossConfig
 from omni_rl_dpo.loss import DPOLoss
 
 from omni_rl.batch import RolloutBatch
+from omni_rl.config.schema import OptimConfig
 from omni_rl.context import BuildContext
-from omni_rl.runtime.forward_update import ForwardUpdate
-from omni_rl.runtime.optim import build_optimizer
-from omni_rl.runtime.stepping import merge_stats
-from omni_rl.schema import OptimConfig
+from omni_rl.engine.forward_update import ForwardUpdate
+from omni_rl.engine.optim import build_optimizer
+from omni_rl.engine.stepping import merge_stats
 
 PROMPTS = ["a red square", "a red square", "a blue circle", "a blue circle"]
 GROUP_IDS = torch.tensor([0, 0, 1, 1])

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.stepping import merge_stats
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.stepping import merge_stats
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -2,7 +2,7 @@
 
 ``std_ddof = 1`` is the sample std (VeRL-Omni, DanceGRPO, torch.std); a batch or group of one then has std 0 and
 A = 0. ``aggregate`` is read by the trainer through ``reward_aggregation()`` (the sum itself is the core's, tested in
-tests/test_core_advantage_aggregation.py); ``aggregate = "reward"`` leaves the advantage exactly as before.
+tests/core/train/test_advantage_aggregation.py); ``aggregate = "reward"`` leaves the advantage exactly as before.
 """
 
 from __future__ import annotations

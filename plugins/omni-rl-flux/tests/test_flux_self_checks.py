@@ -18,9 +18,9 @@ from flux_helpers import build_model, load_pipe, pipe_sample
 from omni_rl_flux.latents import pack
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 PROMPTS = ["a dog", "a dog", 'a red cat holding a sign that says "hi"', 'a red cat holding a sign that says "hi"']
 SEEDS = [11, 12, 13, 14]

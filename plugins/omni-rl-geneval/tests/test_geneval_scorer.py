@@ -19,9 +19,9 @@ from omni_rl_geneval.rules import Detection, evaluate, keep_all
 from PIL import Image
 
 from omni_rl.config import structure_options
+from omni_rl.config.schema import ResolvedComponent
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
-from omni_rl.schema import ResolvedComponent
 from omni_rl.specs import BenchmarkSpec, RewardSpec
 from omni_rl.testing import BenchmarkConformance, PluginConformance, RewardConformance
 
@@ -126,7 +126,7 @@ def test_a_local_path_that_does_not_exist_fails_at_build_time(tmp_path: Path) ->
 @pytest.mark.slow  # ~45 s on 2 CPU cores (Ray start-up, torch + transformers imported in the actor)
 def test_the_reward_in_a_ray_reward_actor(tiny_options: dict[str, Any], batch: Any) -> None:
     """``resources = {CPU = 1}``: the reward is built and scores in its own actor, as it would on a GPU."""
-    from omni_rl.rewards import CombinedReward
+    from omni_rl.rewards.combined import CombinedReward
     from omni_rl.testing.ray import local_ray
 
     images, prompts, metadata = batch

@@ -58,7 +58,7 @@ def _assert_same(served: Any, local: Any) -> None:
 
 def test_the_replicas_request_handling_keeps_metadata_and_nan_details(tiny_options: dict[str, Any]) -> None:
     pytest.importorskip("ray.serve")
-    from omni_rl.reward_protocol import decode_request, decode_response, encode_request, encode_response
+    from omni_rl.rewards.protocol import decode_request, decode_response, encode_request, encode_response
     from omni_rl.serving.replica import Job, score_jobs
 
     images, prompts, metadata = _records()

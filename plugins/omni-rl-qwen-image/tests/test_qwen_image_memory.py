@@ -81,7 +81,7 @@ def test_each_distinct_prompt_is_encoded_once(tiny_qwen_path: Path) -> None:
 
 
 def test_fsdp_units_are_the_transformer_blocks(qwen_model) -> None:
-    from omni_rl.runtime.fsdp import fsdp_units
+    from omni_rl.engine.fsdp import fsdp_units
 
     units = fsdp_units(qwen_model)
     assert units == list(qwen_model.transformer.transformer_blocks) and len(units) == 2

@@ -17,9 +17,9 @@ from omni_rl_qwen_image.latents import pack
 from qwen_image_helpers import pipe_sample
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 #: two prompts of different lengths, two samples each; chunks of 3 mix them, and so do micro-batches of 3
 PROMPTS = ["a dog", "a dog", 'a red cat holding a sign that says "hi"', 'a red cat holding a sign that says "hi"']

@@ -16,10 +16,10 @@ from omni_rl_rewards_remote import hooks
 
 from omni_rl.batch import RewardResult
 from omni_rl.config import structure_options
+from omni_rl.config.schema import ResolvedComponent
 from omni_rl.errors import RuntimeFailure
-from omni_rl.reward_protocol import decode_request, encode_response
-from omni_rl.rewards import CombinedReward
-from omni_rl.schema import ResolvedComponent
+from omni_rl.rewards.combined import CombinedReward
+from omni_rl.rewards.protocol import decode_request, encode_response
 from omni_rl.testing import RewardConformance
 
 IMAGES = np.random.default_rng(1).integers(0, 256, size=(5, 6, 4, 3), dtype=np.uint8)

@@ -18,7 +18,7 @@ from omni_rl_rewards_remote import hooks
 
 from omni_rl.config import structure_options
 from omni_rl.errors import RuntimeFailure
-from omni_rl.reward_protocol import PixelLimits, encode_response
+from omni_rl.rewards.protocol import PixelLimits, encode_response
 from omni_rl.serving.limits import ServeLimits, answer
 
 TOKEN = "serve-token-0123456789"

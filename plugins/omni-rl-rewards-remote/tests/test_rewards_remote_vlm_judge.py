@@ -18,9 +18,9 @@ from PIL import Image
 from remote_fakes import SLEEP_S, FakeVlm
 
 from omni_rl.config import structure_options
+from omni_rl.config.schema import ResolvedComponent
 from omni_rl.errors import ConfigError, RuntimeFailure
-from omni_rl.rewards import CombinedReward
-from omni_rl.schema import ResolvedComponent
+from omni_rl.rewards.combined import CombinedReward
 from omni_rl.specs import RewardSpec
 
 KEY = "sk-test-0123456789-do-not-print"

@@ -16,7 +16,7 @@ from omni_rl_shapes.render import Placed, draw
 from omni_rl_shapes.scenes import Obj
 
 from omni_rl.batch import RewardResult
-from omni_rl.frame_rewards import FrameRewards
+from omni_rl.rewards.frames import FrameRewards
 
 SCENES = list(all_motion_scenes())
 #: a fixed sample of the grammar (every direction and both kinds), so the test stays fast

@@ -18,9 +18,9 @@ import torch
 from wan_helpers import FRAMES, SIZE, build_model, load_pipe, pipeline_frames
 
 from omni_rl import build
+from omni_rl.config.schema import OptimConfig
+from omni_rl.engine.trajectory_update import TrajectoryUpdate
 from omni_rl.protocols import RolloutRequest
-from omni_rl.runtime.update import TrajectoryUpdate
-from omni_rl.schema import OptimConfig
 
 PROMPTS = ["a red circle", "a red circle", "two blue squares", "two blue squares"]
 SEEDS = [11, 12, 13, 14]

@@ -2,7 +2,7 @@
 
 The batch goes out in requests of ``batch_size`` images (all at once by default), ``concurrency`` of them in
 flight, each with its timeout and retries. On a video model the core hands it each video's frames as images
-(omni_rl.frame_rewards), unless ``scores_video`` says the served reward scores whole videos: then it declares
+(omni_rl.rewards.frames), unless ``scores_video`` says the served reward scores whole videos: then it declares
 ``scores_video`` itself and sends the videos (N, F, H, W, 3) as they are.
 
 A server that stays unreachable fails the whole batch with its URL named: the section's ``on_error`` then
@@ -19,7 +19,7 @@ import numpy as np
 
 from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.errors import RuntimeFailure
-from omni_rl.reward_protocol import ProtocolError, decode_response, encode_request
+from omni_rl.rewards.protocol import ProtocolError, decode_response, encode_request
 from omni_rl_rewards_remote.config import HttpRewardConfig
 from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact
 from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
@@ -32,7 +32,7 @@ class HttpReward:
         self.config = config
         self.retry = Retry.of(config)
         self._post = post
-        #: whole videos come as they are, to a server whose reward scores them (omni_rl.frame_rewards)
+        #: whole videos come as they are, to a server whose reward scores them (omni_rl.rewards.frames)
         self.scores_video = config.scores_video
         read_api_key(config.api_key_env, "http")
 

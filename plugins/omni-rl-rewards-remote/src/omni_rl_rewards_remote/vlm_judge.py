@@ -2,7 +2,7 @@
 
 One ``/chat/completions`` call per image (the image as a base64 PNG data URL in an ``image_url`` content part,
 then the filled-in template as a ``text`` part), ``concurrency`` of them at a time, each with its timeout and
-retries. Videos (N, F, H, W, 3): by default the core scores each frame as an image (omni_rl.frame_rewards); with
+retries. Videos (N, F, H, W, 3): by default the core scores each frame as an image (omni_rl.rewards.frames); with
 ``video_frames = k`` the judge declares ``scores_video`` and sends k frames of each video, in time order, as k
 ``image_url`` parts of one message (how vLLM, SGLang and OpenAI take several images), after a line saying they
 are one video's frames, so the verdict is the video's, motion included.
@@ -22,8 +22,8 @@ import attrs
 import numpy as np
 
 from omni_rl.batch import RewardResult, check_reward_images
-from omni_rl.reward_protocol import png_data_url
-from omni_rl.videos import frame_indices
+from omni_rl.reporting.video_grids import frame_indices
+from omni_rl.rewards.protocol import png_data_url
 from omni_rl_rewards_remote.config import VlmJudgeConfig
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
 from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact, redacted_excerpt
@@ -61,7 +61,7 @@ class VlmJudgeReward:
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.retry = Retry.of(config)
         self._post = post
-        #: whole videos come as they are (k frames a request) instead of frame by frame (omni_rl.frame_rewards)
+        #: whole videos come as they are (k frames a request) instead of frame by frame (omni_rl.rewards.frames)
         self.scores_video = config.video_frames > 0
         read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
 

@@ -145,7 +145,7 @@ class LoraAdapters:
         gathered whole) and only rank 0 writes."""
         from peft.utils import get_peft_model_state_dict
 
-        from omni_rl.runtime.fsdp import gather_state
+        from omni_rl.engine.fsdp import gather_state
 
         directory = Path(directory)
         gathered = gather_state(get_peft_model_state_dict(self.transformer, adapter_name=name))

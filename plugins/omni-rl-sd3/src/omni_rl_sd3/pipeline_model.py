@@ -67,7 +67,7 @@ class FullTransformerFiles:
     def save(self, directory: str | Path) -> None:
         from safetensors.torch import save_file
 
-        from omni_rl.runtime.fsdp import gather_state, is_sharded
+        from omni_rl.engine.fsdp import gather_state, is_sharded
 
         target = Path(directory) / FULL_TRANSFORMER_DIR
         if not any(is_sharded(p) for p in self.transformer.parameters()):

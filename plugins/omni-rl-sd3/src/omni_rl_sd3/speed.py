@@ -7,7 +7,7 @@ not a bit.
   so the rollout's log-probs (no grad) and the update's (grad) would differ in the last bits and the first step's
   on-policy ratio would not be exactly 1. The model therefore asks the update engine to recompute the old
   log-probs through the trained (grad) forward (:attr:`SpeedOptions.compiled`, read by
-  ``omni_rl.runtime.update`` as ``old_log_probs_with_grad``), and the config refuses ``compile`` where the old
+  ``omni_rl.engine.trajectory_update`` as ``old_log_probs_with_grad``), and the config refuses ``compile`` where the old
   log-probs would not be recomputed (``[optim] recompute_old_log_probs = false`` or ``[rollout_correction] mode =
   "bypass"``).
 - ``attention_backend``: the SDPA kernel of every transformer call (``torch.nn.attention.sdpa_kernel``):

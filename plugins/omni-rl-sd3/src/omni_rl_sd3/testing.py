@@ -95,8 +95,8 @@ def first_update_ratio(model: Any, sampler: Any, batch: Any) -> tuple[float, tor
     old log-probs the update engine recomputes (what a speed option that makes the rollout run other code than
     the trained forward must still get right)."""
     from omni_rl import build
-    from omni_rl.runtime.update import TrajectoryUpdate
-    from omni_rl.schema import OptimConfig
+    from omni_rl.config.schema import OptimConfig
+    from omni_rl.engine.trajectory_update import TrajectoryUpdate
 
     params = list(model.trainable_parameters())
     engine = TrajectoryUpdate(

@@ -37,7 +37,7 @@ def _scene(prompt: str) -> MotionScene:
 class ShapesMotionReward:
     """Scores clips against motion prompts: one float in [0, 1] per clip plus the three sub-scores."""
 
-    #: whole clips, never frame by frame (omni_rl.frame_rewards)
+    #: whole clips, never frame by frame (omni_rl.rewards.frames)
     scores_video = True
 
     def __init__(self, config: ShapesMotionRewardConfig | None = None) -> None:
