@@ -223,7 +223,7 @@ class OverheadCase:
     def framework_update(self) -> float:
         """The engine's update over ``self.batch``; returns the pre-clip gradient norm."""
         stats = self.engine.run(self.batch, self.advantages, {}, generator=torch.Generator().manual_seed(0))
-        return stats["grad_norms"][0]
+        return stats.grad_norms[0]
 
     def bare_update(self) -> float:
         """The same update as plain forward + backward + AdamW; returns the pre-clip gradient norm."""

@@ -140,8 +140,8 @@ def measure(path: Path, variant: Variant, base: Setting, repeats: int) -> Result
         case = OverheadCase(path, setting_for(variant, base))
         result.first_rollout_s = case.first_rollout_s
         stats = case.engine.run(case.batch, case.advantages, {}, generator=torch.Generator().manual_seed(0))
-        result.ratio_mean = stats["sums"]["ratio_mean"] / stats["counts"]["ratio_mean"]
-        result.abs_delta_max = float(stats.get("rollout_corr", {}).get("abs_delta_max", float("nan")))
+        result.ratio_mean = stats.mean("ratio_mean")
+        result.abs_delta_max = float(stats.rollout_corr.get("abs_delta_max", float("nan")))
         case.framework_rollout()  # warm-up after the first call's one-time costs
         rollouts, updates = [], []
         for _ in range(repeats):

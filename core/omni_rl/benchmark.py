@@ -1,4 +1,4 @@
-"""The benchmark protocol: what a plugin gives ``omni-rl eval --benchmark NAME`` (hook ``omni_rl_benchmarks``).
+"""The benchmark records: what a plugin gives ``omni-rl eval --benchmark NAME`` (hook ``omni_rl_benchmarks``).
 
 The core owns the loop every benchmark shares (load the run's or pipeline's model, sample each prompt's images
 with fixed seeds, save them, resume where a stopped evaluation left off, write the report files); the benchmark
@@ -8,13 +8,9 @@ Keeping the judging behind this protocol is what lets the core stay free of any 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import attrs
-import numpy as np
-
-from omni_rl.data import PromptRecord
 
 
 @attrs.frozen(kw_only=True)
@@ -75,28 +71,5 @@ class BenchmarkSummary:
     text: str
 
 
-@runtime_checkable
-class Benchmark(Protocol):
-    """An evaluation benchmark, built by its ``BenchmarkSpec.factory(options, ctx)``.
-
-    Optional members (looked up with ``getattr``, so a benchmark without them keeps the core's behaviour):
-
-    - ``image_seed(seed, index, sample) -> int``: the seed of image ``sample`` of prompt ``index`` (default
-      :func:`omni_rl.evaluation.loop.image_seed`), for a benchmark whose reference numbers were measured with its own
-      seeds (shapes: its pipelines' recorded val reward), so the same images are drawn again.
-    - ``pipeline_overrides(directory) -> list[str]``: ``--set``-style overrides applied before the user's when the
-      target is a pipeline directory (a run is always sampled as its validation was), for pipelines that carry
-      their own sampling settings (shapes: resolution, steps, CFG and text length of the pretraining record).
-    """
-
-    #: images per prompt the published numbers use (GenEval: 4); ``--images-per-prompt`` overrides it
-    images_per_prompt: int
-
-    def prompts(self) -> list[PromptRecord]:
-        """The benchmark's full prompt set, in its published order, with each prompt's metadata."""
-
-    def score(self, images: np.ndarray, records: Sequence[PromptRecord]) -> list[ImageVerdict]:
-        """One verdict per uint8 (N, H, W, 3) image, ``records[i]`` being image i's prompt."""
-
-    def summarize(self, results: Sequence[ImageResult]) -> BenchmarkSummary:
-        """The benchmark's table from every image's result (all prompts, or the ``--limit`` subset)."""
+# The protocol itself lives with the other kinds' protocols; imported here for code written against 0.1.0.
+from omni_rl.protocols import Benchmark as Benchmark  # noqa: E402

@@ -61,3 +61,10 @@ class CheckpointDamaged(OmniRLError):
         super().__init__(message, hint)
         self.checkpoint = checkpoint
         self.file = file
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line naming the exception type and its message (the first line of it): how a plugin's or a
+    component's failure is reported (``omni-rl plugins``' error column, a failing advantage, a damaged export)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

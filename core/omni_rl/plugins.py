@@ -27,7 +27,7 @@ import attrs
 import pluggy
 
 from omni_rl import hookspecs
-from omni_rl.errors import PluginError
+from omni_rl.errors import PluginError, describe_exception
 
 ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
 DISABLE_ENV = "OMNI_RL_DISABLE_PLUGINS"
@@ -84,12 +84,6 @@ def parse_name_list(value: str | None) -> frozenset[str] | None:
     if value is None or not value.strip():
         return None
     return frozenset(canonical_name(part.strip()) for part in value.split(",") if part.strip())
-
-
-def describe_exception(exc: BaseException) -> str:
-    """One line naming the exception type and its message: the ``error`` column of ``omni-rl plugins``."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class PluginManager:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
@@ -24,6 +24,10 @@ from omni_rl.batch import (
     Tensor,
     TrajectoryLossInputs,
 )
+
+if TYPE_CHECKING:
+    from omni_rl.benchmark import BenchmarkSummary, ImageResult, ImageVerdict
+    from omni_rl.data import PromptRecord
 
 #: the policies a loss can ask the update to evaluate (``LossRequirements.views``): "old" and "ema" are named
 #: LoRA adapters the loss adds in ``setup``, "reference" is the model with its adapters off
@@ -45,6 +49,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
     "sampler": ("trained_positions", "deterministic_solver"),
     "rollout": ("load_weights",),
     "advantage": ("reward_aggregation",),
+    "benchmark": ("image_seed", "pipeline_overrides"),
     "loss": (
         "setup",
         "before_update",
@@ -129,7 +134,7 @@ class DiffusionModel(Protocol):
 
 @runtime_checkable
 class Sampler(Protocol):
-    """One reverse step from sigma to sigma_next, with the log-prob of the next sample (MATH.md).
+    """One reverse step from sigma to sigma_next, with the log-prob of the next sample (docs/math.md#samplers).
 
     Optional member ``deterministic_solver()``: a fresh solver for the deterministic steps outside the SDE window
     of a training rollout (``step(x, velocity, sigma, sigma_next) -> Tensor`` and ``reset()``, called after each
@@ -180,6 +185,59 @@ class RolloutRequest:
     run_seed: int = 0
     metadata: list[dict[str, Any]] = attrs.field(factory=list)
 
+    def select(self, positions: Sequence[int]) -> RolloutRequest:
+        """The sub-request of the samples at ``positions`` (in that order): one worker's shard of a step."""
+        return attrs.evolve(
+            self,
+            prompts=[self.prompts[i] for i in positions],
+            group_ids=[self.group_ids[i] for i in positions],
+            seeds=[self.seeds[i] for i in positions],
+            metadata=[self.metadata[i] for i in positions] if self.metadata else [],
+        )
+
+
+@attrs.define(kw_only=True, eq=False)
+class RolloutOutcome:
+    """What a rollout hands the driver (the samples themselves stay in the worker that drew them, for the update).
+
+    One worker produces one for its shard; a worker group joins its workers' outcomes in the request's order
+    (:meth:`join`), and the trainer reads the joined one. Images are uint8 on the host: (N, H, W, 3), or (N, F, H,
+    W, 3) for video.
+    """
+
+    images: np.ndarray
+    prompts: list[str]
+    group_ids: np.ndarray
+    #: a training rollout's recorded SDE window (schedule step indices); empty when none was recorded
+    window: list[int] = attrs.field(factory=list)
+    #: what a rollout ``batch_size = "auto"`` resolved to (the smallest over the joined workers); None otherwise
+    batch_size: int | None = None
+    #: the weights version that sampled it (rollout workers, ``[cluster] rollout_workers > 0``); None when colocated
+    version: int | None = None
+    #: the reward actors' scores of the shards streamed to them while sampling went on; None when not streamed
+    streamed: Any = None
+
+    @classmethod
+    def join(cls, parts: Sequence[RolloutOutcome]) -> RolloutOutcome:
+        """Concatenate shards in order. Every worker must have drawn the same SDE window and (rollout workers)
+        sampled with the same weights version: a disagreement is a bug in the draw, raised as an AssertionError."""
+        windows = {tuple(p.window) for p in parts}
+        versions = {p.version for p in parts}
+        if len(windows) > 1 or len(versions) > 1:
+            raise AssertionError(
+                f"workers disagree: SDE windows {sorted(windows)}, weights versions {sorted(versions, key=str)}: "
+                "the draw must agree"
+            )
+        sizes = [p.batch_size for p in parts if p.batch_size is not None]
+        return cls(
+            images=np.concatenate([p.images for p in parts]),
+            prompts=[q for p in parts for q in p.prompts],
+            group_ids=np.concatenate([p.group_ids for p in parts]),
+            window=list(windows.pop()),
+            batch_size=min(sizes) if sizes else None,
+            version=versions.pop(),
+        )
+
 
 @runtime_checkable
 class RolloutBackend(Protocol):
@@ -213,7 +271,7 @@ class AdvantageEstimator(Protocol):
 
     Optional member ``reward_aggregation() -> str``: with several ``[[reward]]`` sections, ``"reward"`` (the
     default without it) gives the estimator the weighted sum Σ_k w_k r_k; ``"advantage"`` makes the trainer call it
-    on each reward's scores alone and use Σ_k w_k A_k (MATH.md, "Multi-reward aggregation").
+    on each reward's scores alone and use Σ_k w_k A_k (docs/math.md#multi-reward-aggregation).
     """
 
     def __call__(self, rewards: Tensor, group_ids: Tensor) -> Tensor: ...
@@ -266,6 +324,33 @@ class Loss(Protocol):
     #   weights need no hook: the checkpoint holds every frozen LoRA weight of the model.
 
 
+@runtime_checkable
+class Benchmark(Protocol):
+    """An evaluation benchmark, built by its ``BenchmarkSpec.factory(options, ctx)``.
+
+    Optional members (looked up with ``getattr``, so a benchmark without them keeps the core's behaviour):
+
+    - ``image_seed(seed, index, sample) -> int``: the seed of image ``sample`` of prompt ``index`` (default
+      :func:`omni_rl.evaluation.loop.image_seed`), for a benchmark whose reference numbers were measured with its own
+      seeds (shapes: its pipelines' recorded val reward), so the same images are drawn again.
+    - ``pipeline_overrides(directory) -> list[str]``: ``--set``-style overrides applied before the user's when the
+      target is a pipeline directory (a run is always sampled as its validation was), for pipelines that carry
+      their own sampling settings (shapes: resolution, steps, CFG and text length of the pretraining record).
+    """
+
+    #: images per prompt the published numbers use (GenEval: 4); ``--images-per-prompt`` overrides it
+    images_per_prompt: int
+
+    def prompts(self) -> list[PromptRecord]:
+        """The benchmark's full prompt set, in its published order, with each prompt's metadata."""
+
+    def score(self, images: np.ndarray, records: Sequence[PromptRecord]) -> list[ImageVerdict]:
+        """One verdict per uint8 (N, H, W, 3) image, ``records[i]`` being image i's prompt."""
+
+    def summarize(self, results: Sequence[ImageResult]) -> BenchmarkSummary:
+        """The benchmark's table from every image's result (all prompts, or the ``--limit`` subset)."""
+
+
 def iter_protocols() -> Iterator[tuple[str, type]]:
     """(kind, protocol) pairs, for docs and the conformance suites."""
     yield from (
@@ -275,4 +360,5 @@ def iter_protocols() -> Iterator[tuple[str, type]]:
         ("reward", RewardModel),
         ("advantage", AdvantageEstimator),
         ("loss", Loss),
+        ("benchmark", Benchmark),
     )

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from omni_rl.errors import PluginError
-from omni_rl.plugins import DISABLE_ENV, PluginInfo, PluginManager, describe_exception
+from omni_rl.errors import PluginError, describe_exception
+from omni_rl.plugins import DISABLE_ENV, PluginInfo, PluginManager
 from omni_rl.specs import KINDS, SPEC_BY_KIND, SPEC_CLASSES, ComponentSpec
 
 #: First-party distributions to suggest when no installed plugin provides a kind at all.

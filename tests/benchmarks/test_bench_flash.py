@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 
 ROOT = Path(__file__).parents[2]
 
@@ -21,9 +20,10 @@ class CapturingGroup:
 
     request: RolloutRequest
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         self.request = request
-        return {"images": np.zeros((len(request.prompts), 8, 8, 3), dtype=np.uint8)}
+        images = np.zeros((len(request.prompts), 8, 8, 3), dtype=np.uint8)
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
 
 def test_the_benchmark_samples_the_trainers_validation_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

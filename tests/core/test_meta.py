@@ -48,7 +48,7 @@ def test_the_hooks_are_the_hookspecs_functions() -> None:
 
 @pytest.mark.parametrize("hook", HOOK_NAMES)
 def test_every_hook_has_a_test(hook: str) -> None:
-    tests = [p for p in Path(__file__).parent.glob("test_*.py") if p.name != Path(__file__).name]
+    tests = [p for p in Path(__file__).parent.rglob("test_*.py") if p.name != Path(__file__).name]
     assert any(re.search(rf"\bdef test_{hook}\b", p.read_text()) for p in tests), f"no test_{hook}"
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from omni_rl import load_config
 from omni_rl.errors import RuntimeFailure
+from omni_rl.protocols import RolloutOutcome
 from omni_rl.rewards.combined import CombinedReward
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "sd3_tiny_jpeg.toml"
@@ -43,6 +44,11 @@ def test_a_failing_reward_names_itself(ray_cluster: None) -> None:
     assert scored.metrics()["reward/jpeg_compressibility/failures"] == 1.0
 
 
+def _outcome(images: np.ndarray, prompts: list[str]) -> RolloutOutcome:
+    """One worker's rollout outcome, as a sampling worker hands it to the reward actors."""
+    return RolloutOutcome(images=images, prompts=prompts, group_ids=np.arange(len(prompts)))
+
+
 def test_streamed_parts_join_to_the_whole_batch_score(ray_cluster: None) -> None:
     """[run] stream_rewards: scoring each worker's part as it is sampled gives the whole batch's scores, details
     and order; a failed part (on_error = "zero") scores only its own samples 0 and counts one failure."""
@@ -55,12 +61,12 @@ def test_streamed_parts_join_to_the_whole_batch_score(ray_cluster: None) -> None
     try:
         whole = combined(images, prompts, [{}] * 5)
         first, second = [0, 1], [2, 3, 4]
-        second_ref = ray.put({"images": images[2:], "prompts": prompts[2:]})
-        parts = [(first, ray.put({"images": images[:2], "prompts": prompts[:2]})), (second, second_ref)]
+        second_ref = ray.put(_outcome(images[2:], prompts[2:]))
+        parts = [(first, ray.put(_outcome(images[:2], prompts[:2]))), (second, second_ref)]
         got = combined(images, prompts, [{}] * 5, combined.submit_parts(parts, [{}] * 5))
         np.testing.assert_array_equal(got.total, whole.total)
         assert got.metrics() == whole.metrics()
-        broken = [(first, ray.put({"images": np.zeros((2, 8, 8), np.uint8), "prompts": prompts[:2]})), parts[1]]
+        broken = [(first, ray.put(_outcome(np.zeros((2, 8, 8), np.uint8), prompts[:2]))), parts[1]]
         partial = combined(images, prompts, [{}] * 5, combined.submit_parts(broken, []))
         assert partial.total[:2].tolist() == [0.0, 0.0]
         np.testing.assert_array_equal(partial.total[2:], whole.total[2:])

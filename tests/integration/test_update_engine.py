@@ -127,8 +127,9 @@ def _window_means(model, sampler, batch) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _kl_to_base(model, sampler, batch) -> float:
-    """MATH.md's KL, mean over samples and window steps of mean_dims (μ_θ - μ_ref)² / (2 s²), where the reference
-    is the base model computed here by zeroing the LoRA weights (not through the engine's adapter switch)."""
+    """The KL of docs/math.md#kl-to-the-reference, mean over samples and window steps of mean_dims (μ_θ - μ_ref)² /
+    (2 s²), where the reference is the base model computed here by zeroing the LoRA weights (not through the engine's
+    adapter switch)."""
     current, std = _window_means(model, sampler, batch)
     saved = [p.detach().clone() for p in model.trainable_parameters()]
     with torch.no_grad():
@@ -236,7 +237,7 @@ def test_worker_takes_one_optimizer_step_per_mini_batch(
     calls = _counting(worker.update_engine.stepper, "step")  # one clip-and-step per mini-batch
     request = RolloutRequest(prompts=PROMPTS, group_ids=GROUPS, seeds=list(range(N)), step=1, mode="train")
     out = worker.rollout_shard(request)
-    assert out["images"].shape == (N, 32, 32, 3)
+    assert out.images.shape == (N, 32, 32, 3)
     stats = _update(worker)
     assert len(calls) == steps
     assert len(stats["grad_norms"]) == steps and stats["skipped"] == 0

@@ -10,7 +10,7 @@ omni_rl.auto_batch does the search, the caching and the CPU rule (the whole loca
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 import torch
@@ -18,6 +18,9 @@ import torch
 from omni_rl.auto_batch import AutoBatchCache, eager_forwards, is_auto
 from omni_rl.config.schema import OptimConfig
 from omni_rl.protocols import DiffusionModel
+
+if TYPE_CHECKING:
+    from omni_rl.engine.stepping import UpdateStats
 
 
 class AutoMicroBatch:
@@ -53,11 +56,11 @@ class AutoMicroBatch:
         self.resolved = self.cache.resolve(key, model.device, max(1, upper), probe)
         return attrs.evolve(self.configured, micro_batch=self.resolved)
 
-    def report(self, stats: dict[str, Any]) -> dict[str, Any]:
-        """``stats`` (UpdateStats.to_dict) with the resolved size as a per-worker mean (``actor/micro_batch``)."""
+    def report(self, stats: UpdateStats) -> UpdateStats:
+        """``stats`` with the resolved size as a per-worker mean (``actor/micro_batch``)."""
         if self.resolved is not None:
-            stats["sums"]["micro_batch"] = float(self.resolved)
-            stats["counts"]["micro_batch"] = 1
+            stats.sums["micro_batch"] = float(self.resolved)
+            stats.counts["micro_batch"] = 1
         return stats
 
 

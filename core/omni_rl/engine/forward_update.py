@@ -88,8 +88,8 @@ class ForwardUpdate:
         step: int,
         generator: torch.Generator,
         shard: Shard | None = None,
-    ) -> dict[str, Any]:
-        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers). ``batch``,
+    ) -> UpdateStats:
+        """One step's update; returns this worker's :class:`UpdateStats` (the driver merges workers). ``batch``,
         ``rewards``, ``advantages`` and ``extras`` are host records; each micro-batch crosses to the device once."""
         req = self.loss.requirements
         device = self.model.device
@@ -168,7 +168,7 @@ class ForwardUpdate:
         after_update = getattr(self.loss, "after_update", None)
         if after_update is not None:
             after_update(self.model, self.updates_done)
-        return self.auto_micro.report(stats.to_dict())
+        return self.auto_micro.report(stats)
 
     def _resolve_micro_batch(self, batch: RolloutBatch, samples: int) -> None:
         """``[optim] micro_batch = "auto"``: probe the largest micro-batch that fits, as one trained velocity

@@ -1,4 +1,4 @@
-"""Rollout correction, the pure math (MATH.md "Rollout correction"): IS weights, rejection masks, diagnostics.
+"""Rollout correction, the pure math (docs/math.md#rollout-correction): IS weights, rejection masks, diagnostics.
 
 The rollout engine's policy π_rollout (another engine, another precision, or an older weights version) is not the
 trainer's π_old. Per trained window step j of sample i there are the rollout's log-prob ℓʳ_ij and the trainer's

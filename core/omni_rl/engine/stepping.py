@@ -3,6 +3,7 @@ non-finite step or one without training signal) and the statistics each worker r
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -80,7 +81,9 @@ def took_step(grad_norm: float | None) -> bool:
 
 @attrs.define
 class UpdateStats:
-    """Sums, not means, so the driver can merge workers exactly: metric means are weighted by samples."""
+    """One worker's update, as sums rather than means, so the driver merges workers exactly (metric means are
+    weighted by samples). Update engines return it; the policy worker adds the learning rate; the driver merges
+    every worker's with :func:`merge_stats`."""
 
     sums: dict[str, float] = attrs.field(factory=lambda: defaultdict(float))
     counts: dict[str, int] = attrs.field(factory=lambda: defaultdict(int))
@@ -89,6 +92,10 @@ class UpdateStats:
     skipped: int = 0
     #: optimizer steps skipped because the gradient was exactly zero (no training signal)
     no_signal: int = 0
+    #: the learning rate the update ran with (the policy worker sets it)
+    lr: float | None = None
+    #: rollout correction's diagnostic sums (omni_rl.engine.rollout_correction), when both log-probs exist
+    rollout_corr: dict[str, float] = attrs.field(factory=dict)
 
     def add_loss(
         self,
@@ -118,7 +125,12 @@ class UpdateStats:
         else:
             self.grad_norms.append(grad_norm)
 
+    def mean(self, key: str) -> float:
+        """A metric's sample-weighted mean over this worker's update."""
+        return self.sums[key] / self.counts[key]
+
     def to_dict(self) -> dict[str, Any]:
+        """The record as plain values (JSON-shaped)."""
         return {
             "sums": dict(self.sums),
             "counts": dict(self.counts),
@@ -126,25 +138,57 @@ class UpdateStats:
             "grad_norms": list(self.grad_norms),
             "skipped": self.skipped,
             "no_signal": self.no_signal,
+            "lr": self.lr,
+            "rollout_corr": dict(self.rollout_corr),
         }
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> UpdateStats:
+        """The record from :meth:`to_dict`'s shape (update engines of omni-rl 0.1.0 returned that dict)."""
+        stats = cls(
+            loss_sum=float(values.get("loss_sum", 0.0)),
+            grad_norms=list(values.get("grad_norms", [])),
+            skipped=int(values.get("skipped", 0)),
+            no_signal=int(values.get("no_signal", 0)),
+            lr=values.get("lr"),
+            rollout_corr=dict(values.get("rollout_corr", {})),
+        )
+        stats.sums.update(values.get("sums", {}))
+        stats.counts.update(values.get("counts", {}))
+        return stats
 
-def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Metrics of one update from every worker's :meth:`UpdateStats.to_dict` (grad norms agree across workers)."""
+    def __getitem__(self, key: str) -> Any:
+        """Read a field by name, as the dict engines returned in omni-rl 0.1.0 (deprecated: use the attribute)."""
+        warnings.warn(
+            f"UpdateStats[{key!r}] is deprecated: read the attribute (stats.{key}); removed in omni-rl 0.2",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if key not in attrs.fields_dict(UpdateStats):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``dict.get`` on the fields, for code written against 0.1.0's dict (deprecated)."""
+        return self[key] if key in attrs.fields_dict(UpdateStats) else default
+
+
+def merge_stats(parts: Sequence[UpdateStats | Mapping[str, Any]]) -> dict[str, float]:
+    """Metrics of one update from every worker's :class:`UpdateStats` (grad norms agree across workers)."""
+    stats = [p if isinstance(p, UpdateStats) else UpdateStats.from_dict(p) for p in parts]
     sums: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    for part in parts:
-        for key, value in part["sums"].items():
+    for part in stats:
+        for key, value in part.sums.items():
             sums[key] += value
-            counts[key] += part["counts"][key]
-    first = parts[0]
-    no_signal = first.get("no_signal", 0)
-    updates = max(1, len(first["grad_norms"]) + first["skipped"] + no_signal)
+            counts[key] += part.counts[key]
+    first = stats[0]
+    updates = max(1, len(first.grad_norms) + first.skipped + first.no_signal)
     metrics = {key: sums[key] / counts[key] for key in sums if counts[key]}
-    metrics["loss"] = sum(part["loss_sum"] for part in parts) / updates
-    norms = first["grad_norms"]
+    metrics["loss"] = sum(part.loss_sum for part in stats) / updates
+    norms = first.grad_norms
     metrics["grad_norm"] = sum(norms) / len(norms) if norms else float("nan")
-    metrics["skipped_steps"] = float(first["skipped"])
+    metrics["skipped_steps"] = float(first.skipped)
     metrics["optimizer_steps"] = float(len(norms))
-    metrics["no_signal_steps"] = float(no_signal)
+    metrics["no_signal_steps"] = float(first.no_signal)
     return metrics

@@ -1,4 +1,4 @@
-"""Keep only the window steps each sample trains (DanceGRPO's ``timestep_fraction``, MATH.md "SDE window").
+"""Keep only the window steps each sample trains (DanceGRPO's ``timestep_fraction``, docs/math.md#timestep-fraction).
 
 A training rollout records its whole SDE window, W steps per sample. A sampler with the optional
 ``trained_positions(window_len, step, run_seed, sample_seed)`` member names, per sample, the K window positions it

@@ -152,9 +152,9 @@ class TrajectoryUpdate:
         generator: torch.Generator,
         shard: Shard | None = None,
         behaviour: AbstractContextManager[Any] | None = None,
-    ) -> dict[str, Any]:
-        """One step's update; returns :class:`UpdateStats` as a dict (the driver merges workers), with the rollout
-        correction's diagnostic sums under ``"rollout_corr"`` when both log-probs exist.
+    ) -> UpdateStats:
+        """One step's update; returns this worker's :class:`UpdateStats` (the driver merges workers), with the
+        rollout correction's diagnostic sums in ``rollout_corr`` when both log-probs exist.
 
         ``batch``, ``advantages`` and ``extras`` are host records; each micro-batch crosses to the device once.
         ``behaviour``: a context in which the model holds the weights version that sampled the batch (a stale
@@ -222,9 +222,9 @@ class TrajectoryUpdate:
                         if real:
                             stats.add_loss(float(out.loss.detach()), weight, out.metrics, len(idx), out.metric_counts)
                 stats.record_step(self.stepper.step())
-        out = self.auto_micro.report(stats.to_dict())
+        out = self.auto_micro.report(stats)
         if diagnostics:
-            out["rollout_corr"] = diagnostics
+            out.rollout_corr = diagnostics
         return out
 
     def _old_log_probs(

@@ -18,11 +18,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from omni_rl.benchmark import Benchmark, BenchmarkSummary, ImageResult
+from omni_rl.benchmark import BenchmarkSummary, ImageResult
 from omni_rl.data import PromptRecord
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.evaluation.generator import Generator
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import Benchmark, RolloutRequest
 
 RESULTS = "results.jsonl"
 INFO = "eval_info.json"

@@ -26,6 +26,7 @@ import numpy as np
 from omni_rl.batch import RewardResult
 from omni_rl.config.schema import ResolvedComponent
 from omni_rl.errors import RuntimeFailure
+from omni_rl.protocols import RolloutOutcome
 from omni_rl.rewards.frames import FrameRewards
 from omni_rl.runtime.faults import describe_remote, startup_error
 
@@ -270,10 +271,10 @@ class RewardActor:
     ) -> RewardResult | np.ndarray:
         return self.model(images, prompts, metadata)
 
-    def score_part(self, part: Mapping[str, Any], metadata: Sequence[Mapping[str, Any]]) -> RewardResult | np.ndarray:
-        """Score one worker's part of a batch that is still sampling (``part``: its rollout output, which Ray
+    def score_part(self, part: RolloutOutcome, metadata: Sequence[Mapping[str, Any]]) -> RewardResult | np.ndarray:
+        """Score one worker's part of a batch that is still sampling (``part``: its rollout outcome, which Ray
         resolved from the worker's object once it was sampled)."""
-        return self.model(part["images"], part["prompts"], metadata)
+        return self.model(part.images, part.prompts, metadata)
 
 
 def _by_frames(section: ResolvedComponent, ctx: Any) -> FrameRewards:

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from omni_rl.context import BuildContext
-from omni_rl.errors import CheckpointDamaged, ConfigError, RuntimeFailure
-from omni_rl.plugins import describe_exception
+from omni_rl.errors import CheckpointDamaged, ConfigError, RuntimeFailure, describe_exception
 from omni_rl.rundir.checkpoint import verify_model_files
 from omni_rl.rundir.manifest import CheckpointReader
 

@@ -17,16 +17,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.engine.sharding import split_groups
 from omni_rl.errors import OmniRLError, RuntimeFailure
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle, worker_env
 from omni_rl.runtime.faults import clean_line, describe_remote, remote_cause, startup_error
+
+if TYPE_CHECKING:
+    from omni_rl.engine.stepping import UpdateStats
 
 PLACEMENT_TIMEOUT_S = 120
 #: ``stream(request, parts) -> handle``: told each sampling worker's (positions in the request, Ray ref of its
@@ -181,7 +184,7 @@ class WorkerGroup:
             what = f"{what} {args[0]}"
         return self._gather([getattr(a, method).remote(*args) for a in self.actors], what)
 
-    def rollout(self, request: RolloutRequest, stream: StreamParts | None = None) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest, stream: StreamParts | None = None) -> RolloutOutcome:
         """Split by whole groups, sample on every worker at once, concatenate in the request's order.
 
         Under FSDP2 every worker runs the same number of samples: shorter shards (validation) are padded with
@@ -190,9 +193,7 @@ class WorkerGroup:
 
         ``stream``: called with the request and each sampling worker's (positions, Ray ref of its output) as
         soon as they are submitted (the reward actors then score each shard as it is ready); what it returns is
-        ``out["streamed"]``."""
-        import attrs
-
+        ``streamed`` of the outcome."""
         shards = split_groups(request.group_ids, self.size)
         longest = max(len(positions) for positions in shards)
         refs: dict[int, Any] = {}
@@ -203,14 +204,7 @@ class WorkerGroup:
             run = list(positions)
             if self.lockstep:
                 run += [positions[-1] if positions else 0] * (longest - len(positions))
-            sub = attrs.evolve(
-                request,
-                prompts=[request.prompts[i] for i in run],
-                group_ids=[request.group_ids[i] for i in run],
-                seeds=[request.seeds[i] for i in run],
-                metadata=[request.metadata[i] for i in run] if request.metadata else [],
-            )
-            refs[rank] = actor.rollout_shard.remote(sub, len(positions))
+            refs[rank] = actor.rollout_shard.remote(request.select(run), len(positions))
             used.append(positions)
         streamed = (
             None if stream is None else stream(request, [(p, refs[r]) for r, p in zip(refs, used, strict=True) if p])
@@ -220,20 +214,8 @@ class WorkerGroup:
         if not np.array_equal(order, np.arange(len(request.prompts))):
             raise AssertionError("worker shards must be contiguous runs of the request")
         self.shards = shards
-        windows = {tuple(p.get("window", ())) for p in parts}
-        if len(windows) > 1:
-            raise AssertionError(f"workers sampled different SDE windows {sorted(windows)}: the draw must agree")
-        out = {
-            "images": np.concatenate([p["images"] for p in parts]),
-            "prompts": [q for p in parts for q in p["prompts"]],
-            "group_ids": np.concatenate([p["group_ids"] for p in parts]),
-            "window": list(windows.pop()),
-        }
-        if streamed is not None:
-            out["streamed"] = streamed
-        resolved = [p["batch_size"] for p in parts if "batch_size" in p]  # rollout batch_size = "auto"
-        if resolved:
-            out["batch_size"] = min(resolved)
+        out = RolloutOutcome.join(parts)
+        out.streamed = streamed
         return out
 
     def update(
@@ -243,7 +225,7 @@ class WorkerGroup:
         step: int,
         rewards: np.ndarray,
         group_ids: Sequence[int],
-    ) -> list[dict[str, Any]]:
+    ) -> list[UpdateStats]:
         """Every worker updates on the samples it holds; gradients are summed inside the process group."""
         refs = []
         for actor, positions in zip(self.actors, self.shards, strict=True):

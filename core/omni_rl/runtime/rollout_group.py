@@ -15,11 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import numpy as np
 
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.engine.sharding import split_groups
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.runtime.cluster import worker_bundle
 from omni_rl.runtime.group import WorkerGroup, with_absolute_output_dir
 
@@ -61,32 +60,15 @@ class RolloutGroup(WorkerGroup):
         for rank, positions in enumerate(split_groups(request.group_ids, self.size)):
             if not positions:
                 continue
-            sub = attrs.evolve(
-                request,
-                prompts=[request.prompts[i] for i in positions],
-                group_ids=[request.group_ids[i] for i in positions],
-                seeds=[request.seeds[i] for i in positions],
-                metadata=[request.metadata[i] for i in positions] if request.metadata else [],
-            )
-            out_ref, batch_ref = self.actors[rank].generate.options(num_returns=2).remote(sub)
+            out_ref, batch_ref = self.actors[rank].generate.options(num_returns=2).remote(request.select(positions))
             parts.append((rank, list(positions), out_ref, batch_ref))
         return Pending(request=request, parts=parts)
 
-    def collect(self, pending: Pending) -> dict[str, Any]:
+    def collect(self, pending: Pending) -> RolloutOutcome:
         """Wait for a submitted rollout: the driver's part, joined in the request's order, with ``version``."""
         step = pending.request.step
         outs = self._gather({rank: ref for rank, _, ref, _ in pending.parts}, f"sampling (step {step})")
-        versions = {int(o["version"]) for o in outs}
-        windows = {tuple(o.get("window", ())) for o in outs}
-        if len(versions) > 1 or len(windows) > 1:
-            raise AssertionError(f"rollout workers disagree: versions {sorted(versions)}, windows {sorted(windows)}")
-        return {
-            "images": np.concatenate([o["images"] for o in outs]),
-            "prompts": [q for o in outs for q in o["prompts"]],
-            "group_ids": np.concatenate([o["group_ids"] for o in outs]),
-            "window": list(windows.pop()),
-            "version": versions.pop(),
-        }
+        return RolloutOutcome.join(outs)
 
     def hand_over(self, pending: Pending, policy: WorkerGroup, version: int) -> None:
         """Give each policy worker its shard of the sampled batch (by whole groups, as a colocated rollout splits

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_group import Pending, RolloutGroup
 
@@ -40,7 +40,7 @@ class ColocatedRollouts:
     def start(self, version: int, checkpoint: Path | None, make: MakeRequest, last_step: int) -> None:
         """Nothing to prepare."""
 
-    def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, dict[str, Any]]:
+    def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, RolloutOutcome]:
         records, request = make(step)
         if self.stream is None:  # the plain call: stand-in groups in tests take only the request
             return records, request, self.policy.rollout(request)
@@ -121,7 +121,7 @@ class DisaggregatedRollouts:
         self.pending = (step, records, pending, self.held, streamed)
 
     # -- steps -----------------------------------------------------------------------------------------------
-    def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, dict[str, Any]]:
+    def take(self, step: int, make: MakeRequest) -> tuple[list[Any], RolloutRequest, RolloutOutcome]:
         if self.pending is None or self.pending[0] != step:
             self._submit(step, make)
         assert self.pending is not None
@@ -129,10 +129,9 @@ class DisaggregatedRollouts:
         self.pending = None
         self._prompt_state = None
         out = self.rollout.collect(pending)
-        if streamed is not None:
-            out["streamed"] = streamed
+        out.streamed = streamed
         self._wait_loads()
-        self.rollout.hand_over(pending, self.policy, int(out["version"]))
+        self.rollout.hand_over(pending, self.policy, int(out.version))
         if self.max_staleness and step + 1 <= self.last_step:
             # one-step-off: the next batch samples while this one is scored and trained, with the version the
             # rollout workers hold now (this step's update reaches them after it)

@@ -18,7 +18,7 @@ from typing import Any
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.engine import placement_guard
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.runtime.weights import WeightsState, apply
 from omni_rl.runtime.worker import build_sampling_parts, limit_torch_threads, pick_device, process_info, sample
 
@@ -64,18 +64,18 @@ class RolloutWorker:
         return {"load_s": time.perf_counter() - start}
 
     @placement_guard.guard_method
-    def generate(self, request: RolloutRequest) -> tuple[dict[str, Any], Any]:
+    def generate(self, request: RolloutRequest) -> tuple[RolloutOutcome, Any]:
         """(what the driver needs, the whole batch): call with ``num_returns=2``."""
         if self.version is None:
             raise RuntimeError("rollout worker asked to sample before it received any weights")
         batch, window = sample(self.model, self.sampler, self.rollout, self.rollout_view, request)
-        out = {
-            "images": batch.images.numpy(),
-            "prompts": batch.prompts,
-            "group_ids": batch.group_ids.numpy(),
-            "window": window,
-            "version": self.version,
-        }
+        out = RolloutOutcome(
+            images=batch.images.numpy(),
+            prompts=batch.prompts,
+            group_ids=batch.group_ids.numpy(),
+            window=list(window),
+            version=self.version,
+        )
         return out, batch
 
     def shutdown(self) -> None:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.engine import placement_guard
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.runtime.policy_sync import PolicySync
+
+if TYPE_CHECKING:
+    from omni_rl.engine.stepping import UpdateStats
 
 
 def pick_device(gpus_per_worker: float) -> str:
@@ -152,7 +155,7 @@ class PolicyWorker(PolicySync):
         return {**process_info(self.ctx.device), "trainable_parameters": self.trainable_count}
 
     @placement_guard.guard_method
-    def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> dict[str, Any]:
+    def rollout_shard(self, request: RolloutRequest, keep: int | None = None) -> RolloutOutcome:
         """Sample a shard; keep it for the update and return what the driver needs (images as uint8 numpy, and for a
         training rollout ``window``: the schedule step indices of its recorded SDE window, empty when none).
 
@@ -164,18 +167,17 @@ class PolicyWorker(PolicySync):
             self.profiler.start(request.step)
         batch, window = sample(self.model, self.sampler, self.rollout, self.requirements.rollout_view, request)
         n = len(request.prompts) if keep is None else keep
-        out: dict[str, Any] = {
-            "images": batch.images[:n].numpy(),
-            "prompts": batch.prompts[:n],
-            "group_ids": batch.group_ids[:n].numpy(),
-        }
         resolved = getattr(self.rollout, "last_batch_size", None)  # a rollout batch_size = "auto" resolved to
-        if resolved is not None:
-            out["batch_size"] = int(resolved)
+        out = RolloutOutcome(
+            images=batch.images[:n].numpy(),
+            prompts=batch.prompts[:n],
+            group_ids=batch.group_ids[:n].numpy(),
+            batch_size=None if resolved is None else int(resolved),
+        )
         if request.mode == "train":
             if n != len(request.prompts):
                 raise RuntimeError("a training rollout cannot be padded: its samples are kept for the update")
-            out["window"] = window
+            out.window = list(window)
             # DanceGRPO's timestep_fraction: the update trains only each sample's drawn subset of the window
             self._batch = keep_trained_steps(batch, self.sampler, request.step, request.run_seed)
         return out
@@ -189,7 +191,7 @@ class PolicyWorker(PolicySync):
         rewards: np.ndarray,
         sample_ids: list[int],
         global_group_ids: list[int],
-    ) -> dict[str, Any]:
+    ) -> UpdateStats:
         """Update on the kept rollout; returns this worker's UpdateStats (summed across workers by the driver)."""
         import torch
 
@@ -211,7 +213,7 @@ class PolicyWorker(PolicySync):
             stats = self.update_engine.run(
                 self._batch, reward_t, adv, tensors, step=step, generator=generator, shard=shard
             )
-        stats["lr"] = self.optimizer.param_groups[0]["lr"]
+        stats.lr = float(self.optimizer.param_groups[0]["lr"])
         self.scheduler.step()
         self._batch = None
         self.profiler.stop(step)

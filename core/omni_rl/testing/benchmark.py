@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from omni_rl.benchmark import Benchmark, BenchmarkSummary, ImageResult, ImageVerdict
+from omni_rl.benchmark import BenchmarkSummary, ImageResult, ImageVerdict
 from omni_rl.data import PromptRecord
 from omni_rl.evaluation.loop import select_prompts
+from omni_rl.protocols import Benchmark
 from omni_rl.specs import BenchmarkSpec
 from omni_rl.testing._base import SpecConformance
 

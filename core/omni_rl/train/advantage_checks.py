@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_rl.errors import OmniRLError, RuntimeFailure
-from omni_rl.plugins import describe_exception
+from omni_rl.errors import OmniRLError, RuntimeFailure, describe_exception
 
 
 class CheckedEstimator:

@@ -1,4 +1,4 @@
-"""The single-controller training loop, one loop for every algorithm family (DESIGN.md, data flow).
+"""The single-controller training loop, one loop for every algorithm family (docs/design.md#one-training-step).
 
 The driver samples prompts, sends each worker its shard (whole groups, per-sample seeds), scores the images
 with the rewards, computes advantages on the whole batch, lets the loss prepare per-sample fields, and sends
@@ -21,8 +21,7 @@ from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.engine.rollout_correction import merge_diagnostics
 from omni_rl.engine.stepping import merge_stats
-from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure
-from omni_rl.plugins import describe_exception
+from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure, describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.reporting.console_width import print_whole
 from omni_rl.reporting.metrics_logger import MetricsLogger
@@ -171,7 +170,7 @@ class Trainer:
             metadata=[r.metadata for r in records],
         )
         out = group.rollout(request)
-        scored = self._score(out["images"], records, prompts, run_dir)
+        scored = self._score(out.images, records, prompts, run_dir)
         # the grid shows each prompt's first image; the metrics average all of them
         captions = [
             f"{format_reward(s)} | {p}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)
@@ -179,17 +178,17 @@ class Trainer:
         title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
         grid = save_samples(
             run_dir / f"val_step_{step}.png",
-            out["images"][::repeats],
+            out.images[::repeats],
             captions,
             title=title,
             fps=self.video_fps,
             video_format=self.config.log.video_format,
         )
         if logger is not None:
-            _log_grid(logger, step, "val", grid, out["images"], self.config.log.video_format)
+            _log_grid(logger, step, "val", grid, out.images, self.config.log.video_format)
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
-            evaluated = self._score(out["images"], records, prompts, run_dir, self.eval_rewards)
+            evaluated = self._score(out.images, records, prompts, run_dir, self.eval_rewards)
             self._say(logger, self.eval_health.observe(step, evaluated))
             # val/<name>/mean and its sub-scores; not val/mean: the eval rewards are not summed into one score
             metrics.update({k: v for k, v in evaluated.metrics(prefix="val").items() if k not in _TOTALS})
@@ -227,7 +226,7 @@ class Trainer:
         group_ids = list(request.group_ids)
         t_rollout = time.perf_counter()
 
-        scored = self._score(out["images"], sample_records, prompts, run_dir, streamed=out.get("streamed"))
+        scored = self._score(out.images, sample_records, prompts, run_dir, streamed=out.streamed)
         self._say(logger, self.reward_health.observe(step, scored, self.resume_command(run_dir)))
         # a NaN/inf score (reward/<name>/nonfinite) has advantage 0 and, as the loss sees it, its group's mean
         rewards = torch.as_tensor(neutral_nonfinite(scored.total, group_ids), dtype=torch.float32)
@@ -241,23 +240,23 @@ class Trainer:
             advantages.numpy(), {k: v.numpy() for k, v in extras.items()}, step, rewards.numpy(), group_ids
         )
         update = merge_stats(parts)
-        update["lr"] = parts[0]["lr"]
+        update["lr"] = parts[0].lr
         sync = source.after_update(step, self._train_request, self.config.run.steps)
         t_end = time.perf_counter()
 
         n = len(prompts)
         metrics = scored.metrics()
         metrics.update({f"actor/{k}": v for k, v in update.items()})
-        metrics.update(merge_diagnostics([p.get("rollout_corr", {}) for p in parts]))
-        if "version" in out:  # rollout workers: which weights sampled this batch, and the last weight sync
-            metrics.update(staleness_metrics(step, int(out["version"]), self.config.run.max_staleness))
+        metrics.update(merge_diagnostics([p.rollout_corr for p in parts]))
+        if out.version is not None:  # rollout workers: which weights sampled this batch, and the last weight sync
+            metrics.update(staleness_metrics(step, out.version, self.config.run.max_staleness))
             metrics.update(sync)
         metrics["advantage/abs_mean"] = float(advantages.abs().mean())
         metrics.update(step_advantages.metrics())  # advantage/<reward>/abs_mean and /std, with 2+ rewards
-        if "batch_size" in out:  # [rollout] batch_size = "auto": what it resolved to (the smallest over workers)
-            metrics["rollout/batch_size"] = float(out["batch_size"])
+        if out.batch_size is not None:  # [rollout] batch_size = "auto": what it resolved to (the smallest over workers)
+            metrics["rollout/batch_size"] = float(out.batch_size)
         self._say_auto_sizes(logger, metrics)
-        window = out.get("window") or []
+        window = out.window
         if window:  # where the stochastic (trained) steps sat: MixGRPO's progressive window slides with the step
             metrics["rollout/window_start"] = float(window[0])
             metrics["rollout/window_size"] = float(len(window))
@@ -277,7 +276,7 @@ class Trainer:
             path = run_dir / f"samples_step_{step}.png"
             grid = save_samples(
                 path,
-                out["images"],
+                out.images,
                 captions,
                 columns=g,
                 title=title,
@@ -285,7 +284,7 @@ class Trainer:
                 video_format=self.config.log.video_format,
             )
             if logger is not None:
-                _log_grid(logger, step, "train", grid, out["images"], self.config.log.video_format)
+                _log_grid(logger, step, "train", grid, out.images, self.config.log.video_format)
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------

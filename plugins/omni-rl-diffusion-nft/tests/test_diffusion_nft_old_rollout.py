@@ -92,7 +92,7 @@ def test_training_rollouts_sample_with_the_refreshed_old_adapter(worker: PolicyW
     current = _sample(worker, request, None)
 
     assert torch.equal(kept.final_latents, old.final_latents)
-    assert torch.equal(torch.from_numpy(out["images"]), old.images)
+    assert torch.equal(torch.from_numpy(out.images), old.images)
     difference = (kept.final_latents - current.final_latents).abs().max()
     assert difference > 1e-3, "old and current sampled the same latents: the test would not tell them apart"
     assert not torch.equal(old.images, current.images)
@@ -100,4 +100,4 @@ def test_training_rollouts_sample_with_the_refreshed_old_adapter(worker: PolicyW
     # validation samples the policy being trained
     validation = worker.rollout_shard(_request("eval"))
     expected = _sample(worker, _request("eval"), None)
-    assert torch.equal(torch.from_numpy(validation["images"]), expected.images)
+    assert torch.equal(torch.from_numpy(validation.images), expected.images)

@@ -168,7 +168,7 @@ def test_the_worker_keeps_k_columns_and_the_update_trains_only_them() -> None:
     out = worker.rollout_shard(request)
 
     window = sampler.window(2, 6, 1)
-    assert out["window"] == list(window)  # the logged window is the whole recorded one
+    assert out.window == list(window)  # the logged window is the whole recorded one
     traj = worker._batch.trajectory
     expected = [[window[p] for p in sampler.trained_positions(W, 2, 1, s)] for s in seeds]
     assert traj.log_probs.shape == (N, 2) and traj.step_indices.tolist() == expected

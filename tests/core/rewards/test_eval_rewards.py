@@ -17,7 +17,7 @@ from omni_rl.config import load_config, resolved_toml
 from omni_rl.config.toml import parse_toml_text
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.registry import Registry
 from omni_rl.rewards.combined import CombinedReward, actor_context
 from omni_rl.train.trainer import Trainer
@@ -30,11 +30,11 @@ EVAL = '\n[[eval_reward]]\nname = "toy_brightness"\noptions = {}\n'
 class BrightGroup:
     """A worker group whose val images are all white but one black."""
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         n = len(request.prompts)
         images = np.full((n, 8, 8, 3), 255, dtype=np.uint8)
         images[0] = 0
-        return {"images": images, "prompts": request.prompts, "group_ids": np.asarray(request.group_ids)}
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
 
 def _config_text(tmp_path: Path, extra: str) -> str:

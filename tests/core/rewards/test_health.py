@@ -20,7 +20,7 @@ from omni_rl.config import load_config
 from omni_rl.engine.stepping import UpdateStats
 from omni_rl.errors import RuntimeFailure
 from omni_rl.hookspecs import hookimpl
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.rewards.combined import ScoredBatch
 from omni_rl.rewards.health import REPORT_EVERY, RewardHealth
 from omni_rl.specs import RewardSpec
@@ -57,12 +57,12 @@ class MoodyPlugin:
 
 
 class StandInGroup:
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         images = np.stack([np.full((8, 8, 3), s % 256, dtype=np.uint8) for s in request.seeds])
-        return {"images": images, "prompts": request.prompts, "group_ids": np.asarray(request.group_ids)}
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
     def update(self, advantages: np.ndarray, extras: dict, step: int, rewards: np.ndarray, group_ids: list) -> list:
-        return [{**UpdateStats().to_dict(), "lr": 0.0}]
+        return [UpdateStats(lr=0.0)]
 
 
 def _trainer(write_config: Callable[..., Path], tmp_path: Path, section: str) -> tuple[Trainer, io.StringIO]:

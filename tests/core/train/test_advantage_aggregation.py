@@ -1,4 +1,4 @@
-"""Multi-reward advantage aggregation (omni_rl.train.advantages, MATH.md "Multi-reward aggregation") against
+"""Multi-reward advantage aggregation (omni_rl.train.advantages, docs/math.md#multi-reward-aggregation) against
 hand-computed
 values, and the trainer's step through it with toy components (no Ray: a stand-in worker group).
 
@@ -24,7 +24,7 @@ from omni_rl.config import load_config
 from omni_rl.engine.stepping import UpdateStats
 from omni_rl.errors import RuntimeFailure
 from omni_rl.hookspecs import hookimpl
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.rewards.combined import ScoredBatch
 from omni_rl.specs import AdvantageSpec, RewardSpec
 from omni_rl.testing import InlinePlugin, make_registry
@@ -103,7 +103,8 @@ def test_one_reward_logs_no_sub_advantages() -> None:
     assert compute_advantages(Aggregating("reward"), one, torch.tensor(GROUPS)).metrics() == {}
     result = compute_advantages(Aggregating("advantage"), one, torch.tensor(GROUPS))
     assert result.metrics() == {}
-    assert result.total.tolist() == pytest.approx([W1 * a for a in _z(R1, GROUPS)], rel=1e-5)  # w·A, as MATH.md
+    # w·A, docs/math.md#multi-reward-aggregation
+    assert result.total.tolist() == pytest.approx([W1 * a for a in _z(R1, GROUPS)], rel=1e-5)
 
 
 def test_reward_aggregation_is_todays_call_bit_for_bit() -> None:
@@ -167,15 +168,15 @@ class StandInGroup:
     def __init__(self) -> None:
         self.advantages: np.ndarray | None = None
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         images = np.stack(
             [np.random.default_rng(s).integers(0, 256, size=(8, 8, 3), dtype=np.uint8) for s in request.seeds]
         )
-        return {"images": images, "prompts": request.prompts, "group_ids": np.asarray(request.group_ids)}
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
     def update(self, advantages: np.ndarray, extras: dict, step: int, rewards: np.ndarray, group_ids: list) -> list:
         self.advantages = np.asarray(advantages)
-        return [{**UpdateStats().to_dict(), "lr": 0.0}]
+        return [UpdateStats(lr=0.0)]
 
 
 def _step(write_config: Callable[..., Path], tmp_path: Path, aggregate: str) -> tuple[dict, StandInGroup, Trainer]:
@@ -203,9 +204,9 @@ def test_the_trainer_step_aggregates_as_the_estimator_says(
     n = len(group.advantages)
     groups = [k // trainer.group_size for k in range(n)]
     images = (
-        StandInGroup().rollout(RolloutRequest(prompts=[""] * n, group_ids=groups, seeds=_seeds(trainer, n), step=1))[
-            "images"
-        ]
+        StandInGroup()
+        .rollout(RolloutRequest(prompts=[""] * n, group_ids=groups, seeds=_seeds(trainer, n), step=1))
+        .images
         / 255.0
     )
     bright, red = images.mean(axis=(1, 2, 3)), images[..., 0].mean(axis=(1, 2))  # the toys' reward, weight 2

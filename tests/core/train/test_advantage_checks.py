@@ -18,7 +18,7 @@ from omni_rl.config import load_config
 from omni_rl.engine.stepping import UpdateStats
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.hookspecs import hookimpl
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.specs import AdvantageSpec
 from omni_rl.testing import InlinePlugin, make_registry
 from omni_rl.train.advantage_checks import CheckedEstimator, check_advantages
@@ -43,15 +43,15 @@ class StandInGroup:
     def __init__(self) -> None:
         self.updated = False
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         images = np.stack(
             [np.random.default_rng(s).integers(0, 256, size=(8, 8, 3), dtype=np.uint8) for s in request.seeds]
         )
-        return {"images": images, "prompts": request.prompts, "group_ids": np.asarray(request.group_ids)}
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
     def update(self, advantages: np.ndarray, extras: dict, step: int, rewards: np.ndarray, group_ids: list) -> list:
         self.updated = True
-        return [{**UpdateStats().to_dict(), "lr": 0.0}]
+        return [UpdateStats(lr=0.0)]
 
 
 class ThirdPartyPlugin:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ from core_toys import TOY_CONFIG
 
 from omni_rl.config import load_config
 from omni_rl.errors import ConfigError
-from omni_rl.protocols import RolloutRequest
+from omni_rl.protocols import RolloutOutcome, RolloutRequest
 from omni_rl.registry import Registry
 from omni_rl.train.trainer import Trainer
 
@@ -26,10 +25,10 @@ class RecordingGroup:
     def __init__(self) -> None:
         self.requests: list[RolloutRequest] = []
 
-    def rollout(self, request: RolloutRequest) -> dict[str, Any]:
+    def rollout(self, request: RolloutRequest) -> RolloutOutcome:
         self.requests.append(request)
         images = np.stack([np.full((8, 8, 3), 255 * (s % 2), dtype=np.uint8) for s in request.seeds])
-        return {"images": images, "prompts": request.prompts, "group_ids": np.asarray(request.group_ids)}
+        return RolloutOutcome(images=images, prompts=request.prompts, group_ids=np.asarray(request.group_ids))
 
 
 def _trainer(write_config: WriteConfig, registry: Registry, tmp_path: Path, data: str) -> Trainer:
