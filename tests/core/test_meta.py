@@ -143,3 +143,15 @@ def test_requirements_plugins_lists_every_first_party_plugin_once() -> None:
     assert len(listed) == len(set(listed))
     readme = (ROOT / "README.md").read_text()
     assert "-r requirements-plugins.txt" in readme.split("## Quickstart", 1)[1].split("```", 2)[1]
+
+
+def test_every_first_party_hooks_module_imports_the_contract_from_the_package_face() -> None:
+    """One import face for plugins (docs/plugins.md, "What a plugin may import"): the first-party hooks modules
+    use ``from omni_rl import hookimpl, ...`` as the docs teach, not the modules behind it."""
+    hooks = [p for p in sorted(ROOT.glob("plugins/*/src/*/hooks.py")) if "@hookimpl" in p.read_text()]
+    assert len(hooks) >= 18  # omni-rl-shapes-motion ships a model and implements no hook
+    for path in hooks:
+        text = path.read_text()
+        assert re.search(r"^from omni_rl import .*\bhookimpl\b", text, re.M), path
+        behind = re.findall(r"^\s*from omni_rl\.(hookspecs|specs|context) import", text, re.M)
+        assert not behind, f"{path}: imports omni_rl.{behind[0]} instead of the package face"
