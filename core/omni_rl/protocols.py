@@ -45,6 +45,7 @@ OPTIONAL_MEMBERS: dict[str, tuple[str, ...]] = {
         "use_adapter",
         "blend_adapter",
         "eager_forwards",
+        "encode_conditions",
     ),
     "sampler": ("trained_positions", "deterministic_solver"),
     "rollout": ("load_weights",),
@@ -81,6 +82,11 @@ class DiffusionModel(Protocol):
     ``add_adapter(name, *, copy_from="default")``, ``use_adapter(name)`` (a context in which that adapter is
     active) and ``blend_adapter(target, source="default", *, decay)`` (``target ← decay·target + (1 − decay)·
     source``).
+
+    Optional member for editing and image-to-video models: ``encode_conditions(prompts, images, *,
+    guidance_scale) -> Conditioning``, :meth:`encode_prompts` with each prompt's condition images (uint8 (H, W, 3)
+    host arrays); the condition's latents and ids go into the conditioning, and :meth:`predict_velocity` appends
+    them to the transformer's input and crops its output back to the target (docs/hooks.md, "Condition images").
 
     Optional member ``eager_forwards()``: a context in which the model's forwards run eagerly, bypassing what
     it captured for speed (CUDA graphs); the ``"auto"`` batch probes run in it, so a try measures the forward's
@@ -184,6 +190,9 @@ class RolloutRequest:
     #: run seed, combined with ``step`` to draw the window start identically on every worker
     run_seed: int = 0
     metadata: list[dict[str, Any]] = attrs.field(factory=list)
+    #: per sample, its condition images (uint8 (H, W, 3) on the host; the same for every sample of a group): the
+    #: source of an edit, an image-to-video first frame. Empty for text-only requests
+    conditions: list[tuple[np.ndarray, ...]] = attrs.field(factory=list)
 
     def select(self, positions: Sequence[int]) -> RolloutRequest:
         """The sub-request of the samples at ``positions`` (in that order): one worker's shard of a step."""
@@ -193,6 +202,7 @@ class RolloutRequest:
             group_ids=[self.group_ids[i] for i in positions],
             seeds=[self.seeds[i] for i in positions],
             metadata=[self.metadata[i] for i in positions] if self.metadata else [],
+            conditions=[self.conditions[i] for i in positions] if self.conditions else [],
         )
 
 

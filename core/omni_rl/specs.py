@@ -8,7 +8,7 @@ importing the component's heavy code: ``factory`` is called only when the compon
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -62,14 +62,37 @@ class ComponentSpec:
     #: to its :class:`~omni_rl.config.schema.ResolvedComponent`; each problem is a ``"what and the fix @ $.path"``
     #: line reported with the config's other problems (``omni-rl check`` and ``run``, before anything starts).
     check: Callable[[Mapping[str, Any]], Iterable[str]] | None = None
+    #: ``preflight(component, prompts) -> problems``: what ``omni-rl check`` (and ``serve-reward``, before it starts
+    #: a local Ray) verifies about this component on this machine, without loading a weight: weights it could not
+    #: load here (the hub off and not in the local cache), prompt metadata it needs. ``component`` is its
+    #: :class:`~omni_rl.config.schema.ResolvedComponent`; ``prompts`` maps each prompt source it will see
+    #: (``"$.data.train"``, ``"$.data.val"``; none for a served reward) to that source's ``PromptRecord`` list. Unlike
+    #: ``check``, it is not run when a config is only loaded (``export``, ``eval`` of a run): those never build it.
+    preflight: Callable[[Any, Mapping[str, Sequence[Any]]], Iterable[str]] | None = None
 
 
 @attrs.frozen(kw_only=True)
 class ModelSpec(ComponentSpec):
-    """A model architecture adapter (implements :class:`omni_rl.protocols.DiffusionModel`)."""
+    """A model architecture adapter (implements :class:`omni_rl.protocols.DiffusionModel`).
+
+    ``modality`` repeats, for ``omni-rl check``, what the built model's ``modality`` attribute says, so that a
+    config asking an image model for frames is refused before anything starts rather than in step 1 (the
+    ``diffusers`` rollout's check reads it; the model conformance suite checks that the two agree)."""
 
     kind: ClassVar[str] = "model"
     hook: ClassVar[str] = "omni_rl_models"
+
+    #: "image", or "video" for a model whose ``latent_shape`` takes ``num_frames`` (as the model's ``modality``)
+    modality: str = attrs.field(default="image", validator=attrs.validators.in_(("image", "video")))
+    #: (fewest, most) condition images per prompt the model takes, as the model's ``condition_images``: (0, 0) for
+    #: text-to-image and text-to-video, (1, 1) for an edit or image-to-video model; a prompt row outside the range is
+    #: refused by ``omni-rl check`` and before training (docs/hooks.md, "Condition images")
+    condition_images: tuple[int, int] = attrs.field(default=(0, 0), converter=tuple)
+
+    @condition_images.validator
+    def _check_condition_images(self, attribute: Any, value: tuple[int, ...]) -> None:
+        if len(value) != 2 or not all(isinstance(v, int) and v >= 0 for v in value) or value[0] > value[1]:
+            raise ValueError(f"condition_images must be (fewest, most) with 0 <= fewest <= most, got {value!r}")
 
 
 @attrs.frozen(kw_only=True)

@@ -27,14 +27,15 @@ def test_parquet_rows_become_records_with_metadata(tmp_path: Path) -> None:
         {
             "prompt": ["a red circle", "a blue square"],
             "score": [0.5, 2.0],
-            "image": [{"bytes": b"\x89PNG1", "path": None}, {"bytes": None, "path": "b.png"}],
+            "photo": [{"bytes": b"\x89PNG1", "path": None}, {"bytes": None, "path": "b.png"}],
             "raw": [b"abc", b"de"],
         },
     )
     records = read_prompt_source(str(path), config_path="$.data.train")
     assert [r.prompt for r in records] == ["a red circle", "a blue square"]
-    assert records[0].metadata == {"score": 0.5, "image": {"bytes": b"\x89PNG1", "path": None}, "raw": b"abc"}
-    assert records[1].metadata["image"] == {"bytes": None, "path": "b.png"}
+    # a struct column other than image / images (condition images, omni_rl.data_images) is metadata as it is
+    assert records[0].metadata == {"score": 0.5, "photo": {"bytes": b"\x89PNG1", "path": None}, "raw": b"abc"}
+    assert records[1].metadata["photo"] == {"bytes": None, "path": "b.png"}
 
 
 def test_parquet_caption_column_is_the_prompt_when_there_is_no_prompt_column(tmp_path: Path) -> None:

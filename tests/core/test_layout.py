@@ -19,6 +19,7 @@ CONTRACT = {
     "benchmark",
     "context",
     "data",
+    "data_images",
     "data_parquet",
     "errors",
     "hookspecs",

@@ -22,13 +22,14 @@ def prompt_source_problems(config: ResolvedConfig) -> tuple[list[str], list[str]
     data, run = config.data, config.run
     problems: list[str] = []
     hints: list[str] = []
+    takes = _condition_images(config)
     if data.train:
-        _read(data.train, "$.data.train", problems, hints)
+        _read(data.train, "$.data.train", takes, problems, hints)
     else:
         problems.append("no training prompts: [data] train is not set @ $.data.train")
         hints.append(_TRAIN_HINT)
     if data.val:
-        _read(data.val, "$.data.val", problems, hints)
+        _read(data.val, "$.data.val", takes, problems, hints)
     elif run.eval_every or run.eval_before_training:
         problems.append("validation is on but no val prompts are set @ $.data.val")
         hints.append(_VAL_HINT)
@@ -42,10 +43,40 @@ def check_prompt_sources(config: ResolvedConfig, source: str = "<config>") -> No
         raise ConfigError(_problems_message(source, problems), hint="; ".join(dict.fromkeys(hints)))
 
 
-def _read(source: str, path: str, problems: list[str], hints: list[str]) -> None:
+def _condition_images(config: ResolvedConfig) -> tuple[str, tuple[int, int]]:
+    """(model name, (fewest, most) condition images per prompt) of the config's model (ModelSpec)."""
+    model = config.components.get("model")
+    if model is None:
+        return "", (0, 0)
+    return model.name, tuple(getattr(model.spec, "condition_images", (0, 0)))
+
+
+def _read(source: str, path: str, takes: tuple[str, tuple[int, int]], problems: list[str], hints: list[str]) -> None:
     try:
-        read_prompt_source(source, config_path=path)
+        records = read_prompt_source(source, config_path=path)
     except ConfigError as exc:
         problems.append(exc.message)
         if exc.hint:
             hints.append(exc.hint)
+        return
+    model, (fewest, most) = takes
+    for number, record in enumerate(records, start=1):
+        count = len(record.images)
+        if fewest <= count <= most:
+            continue
+        name = source.rsplit(":", 1)[-1].replace("\\", "/").rsplit("/", 1)[-1]  # a package: path's file name too
+        where = record.images[0].where.rsplit(" field", 1)[0] if record.images else f"{name}: row {number}"
+        if most == 0:
+            problems.append(
+                f"{where} has {count} condition image(s) ('image'/'images'), but model {model!r} generates from "
+                f"text only @ {path}"
+            )
+            hints.append("use an editing or image-to-video model (docs/editing.md), or drop the rows' image fields")
+        else:
+            wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
+            problems.append(
+                f"{where} has {count} condition image(s), but model {model!r} takes {wanted} per prompt "
+                f"(the row's 'image' / 'images' field) @ {path}"
+            )
+            hints.append("give every row of an editing model's prompt file its source image(s) (docs/editing.md)")
+        return  # the first bad row names the problem; the rest are likely the same

@@ -147,6 +147,9 @@ class DataConfig:
     #: images per val prompt, each from its own fixed seed (GenEval scores 4 per prompt): one image per prompt
     #: makes ``val/reward/mean`` of a few dozen prompts swing by several hundredths between evaluations
     val_images_per_prompt: int = attrs.field(default=1, validator=int_between(1, 1_000))
+    #: condition images (a row's ``image`` / ``images``) larger than this many pixels are downscaled when loaded,
+    #: aspect kept (omni_rl.data_images); each model then sizes its own condition copies
+    condition_max_pixels: int = attrs.field(default=1024 * 1024, validator=int_between(64 * 64, 8192 * 8192))
 
 
 @attrs.frozen(kw_only=True)
@@ -236,7 +239,7 @@ class OptimConfig:
 @attrs.frozen(kw_only=True)
 class RolloutCorrectionConfig:
     """``[rollout_correction]``: correct for a rollout policy that differs from the trained one (another engine or
-    precision, an older weights version); MATH.md "Rollout correction". Trajectory losses only.
+    precision, an older weights version); docs/math.md#rollout-correction. Trajectory losses only.
 
     ``mode``: ``"off"`` (the old log-probs are the recompute, or the rollout's with ``[optim]
     recompute_old_log_probs = false``; the diagnostics are logged whenever both exist), ``"bypass"`` (the rollout's
@@ -251,7 +254,7 @@ class RolloutCorrectionConfig:
     #: w <- w / mean(w) over the whole step's batch
     is_batch_normalize: bool = False
     rejection: Literal["off", "step_k1", "sample_mean_k1", "sample_max_k1"] = "off"
-    #: [L, U] on exp(δ) (MATH.md's "0.5_2.0")
+    #: [L, U] on exp(δ) (docs/math.md#rollout-correction)
     rejection_band: tuple[float, float] = attrs.field(default=(0.5, 2.0))
 
     @rejection_band.validator

@@ -102,3 +102,34 @@ def render_grid(
         for i, line in enumerate(wrap_caption(caption, cell_w - 4, font)):
             draw.text((x0 + 2, y0 + cell_h + 2 + i * line_h), line, fill="black", font=font)
     return grid
+
+
+def beside_sources(images: np.ndarray, conditions: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
+    """Each sample's condition images (an edit's source) to the left of its output, one cell per sample, so a
+    grid reads "source → result". ``images``: (N, H, W, 3), or a video's (N, F, H, W, 3) (the sources repeat over
+    its frames). Each source is fitted into H x W (aspect kept, black bars); a sample with fewer sources than the
+    most in the batch gets black panels. Without conditions the images come back as they are."""
+    array = np.asarray(images)
+    panels = max((len(c) for c in conditions), default=0)
+    if not panels:
+        return array
+    h, w = array.shape[-3], array.shape[-2]
+    rows = []
+    for k, sources in enumerate(conditions):
+        fitted = [_fit_into(source, h, w) for source in sources]
+        fitted += [np.zeros((h, w, 3), dtype=np.uint8)] * (panels - len(fitted))
+        left = np.concatenate(fitted, axis=1)
+        if array.ndim == 5:
+            left = np.broadcast_to(left, (array.shape[1], *left.shape))
+        rows.append(np.concatenate([left, array[k]], axis=-2))
+    return np.stack(rows)
+
+
+def _fit_into(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``image`` scaled to fit ``height`` x ``width`` (aspect kept), centred on black."""
+    source = Image.fromarray(np.asarray(image, dtype=np.uint8))
+    scale = min(height / source.height, width / source.width)
+    size = (max(1, round(source.width * scale)), max(1, round(source.height * scale)))
+    canvas = Image.new("RGB", (width, height))
+    canvas.paste(source.resize(size, Image.Resampling.BILINEAR), ((width - size[0]) // 2, (height - size[1]) // 2))
+    return np.asarray(canvas, dtype=np.uint8)

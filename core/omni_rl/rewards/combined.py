@@ -161,14 +161,17 @@ class CombinedReward:
         return self.models[k]
 
     def submit_parts(
-        self, parts: Sequence[tuple[Sequence[int], Any]], metadata: Sequence[Mapping[str, Any]]
+        self,
+        parts: Sequence[tuple[Sequence[int], Any]],
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> StreamedScores:
         """Queue each reward actor's scoring of every part of a batch that is still sampling, and return at once.
 
         ``parts``: (positions in the batch, the Ray ref of a worker's rollout output: a dict with ``images`` and
         ``prompts`` of those positions). Ray starts each call when its part is sampled, and the images go from the
         worker to the actor without passing through the driver; an actor scores the parts in the order given.
-        ``metadata``: the whole batch's, one mapping per sample (or empty)."""
+        ``metadata`` and ``conditions``: the whole batch's, one per sample (or empty)."""
         calls: dict[int, list[tuple[list[int], Any]]] = {}
         for k, section in enumerate(self.sections):
             if not section.resources:
@@ -177,7 +180,8 @@ class CombinedReward:
             calls[k] = []
             for positions, ref in parts:
                 meta = [metadata[i] for i in positions] if metadata else [{} for _ in positions]
-                calls[k].append((list(positions), actor.score_part.remote(ref, meta)))
+                cond = [conditions[i] for i in positions] if conditions else None
+                calls[k].append((list(positions), actor.score_part.remote(ref, meta, cond)))
         return StreamedScores(size=sum(len(positions) for positions, _ in parts), calls=calls)
 
     def __call__(
@@ -186,9 +190,11 @@ class CombinedReward:
         prompts: Sequence[str],
         metadata: Sequence[Mapping[str, Any]],
         streamed: StreamedScores | None = None,
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> ScoredBatch:
         """Score ``images`` with every reward; ``streamed``: the actor rewards' calls already submitted part by
-        part for this batch (:meth:`submit_parts`), gathered here instead of scoring the whole batch again."""
+        part for this batch (:meth:`submit_parts`), gathered here instead of scoring the whole batch again;
+        ``conditions``: each sample's condition images, given to the rewards that read them (``reads_conditions``)."""
         n = len(prompts)
         total = np.zeros(n, dtype=np.float64)
         scores, details, failures, weights, nonfinite, valid = {}, {}, {}, {}, {}, {}
@@ -200,7 +206,7 @@ class CombinedReward:
             pending = streamed.calls
         else:
             pending = {
-                k: [(list(range(n)), self._remote(k).score.remote(images, list(prompts), list(metadata)))]
+                k: [(list(range(n)), self._remote(k).score.remote(images, list(prompts), list(metadata), conditions))]
                 for k, section in enumerate(self.sections)
                 if section.resources
             }
@@ -210,7 +216,8 @@ class CombinedReward:
                     (positions, self._part(k, len(positions), partial(_ray_get, ref))) for positions, ref in pending[k]
                 ]
             else:
-                parts = [(list(range(n)), self._part(k, n, partial(self.models[k], images, prompts, metadata)))]
+                call = partial(self.models[k], images, prompts, metadata, conditions)
+                parts = [(list(range(n)), self._part(k, n, call))]
             score, result_details, failed, valid[name] = _join(name, parts, n)
             if not np.all(np.isfinite(score)):
                 nonfinite[name] = int(np.sum(~np.isfinite(score)))
@@ -267,14 +274,23 @@ class RewardActor:
         self.model = _by_frames(section, actor_context(ctx, section.resources))
 
     def score(
-        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+        self,
+        images: np.ndarray,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> RewardResult | np.ndarray:
-        return self.model(images, prompts, metadata)
+        return self.model(images, prompts, metadata, conditions)
 
-    def score_part(self, part: RolloutOutcome, metadata: Sequence[Mapping[str, Any]]) -> RewardResult | np.ndarray:
+    def score_part(
+        self,
+        part: RolloutOutcome,
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
+    ) -> RewardResult | np.ndarray:
         """Score one worker's part of a batch that is still sampling (``part``: its rollout outcome, which Ray
         resolved from the worker's object once it was sampled)."""
-        return self.model(part.images, part.prompts, metadata)
+        return self.model(part.images, part.prompts, metadata, conditions)
 
 
 def _by_frames(section: ResolvedComponent, ctx: Any) -> FrameRewards:

@@ -29,6 +29,27 @@ def scores_video(reward: Any) -> bool:
     return bool(getattr(reward, "scores_video", False))
 
 
+def reads_conditions(reward: Any) -> bool:
+    """Whether ``reward`` declares (``reads_conditions = True``) that it reads the condition images (an edit's
+    source) and so takes them as the keyword ``conditions``, one tuple of uint8 (H, W, 3) images per sample."""
+    return bool(getattr(reward, "reads_conditions", False))
+
+
+def call_reward(
+    reward: Any,
+    images: Any,
+    prompts: Sequence[str],
+    metadata: Sequence[Mapping[str, Any]],
+    conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
+) -> RewardResult | np.ndarray:
+    """``reward(images, prompts, metadata)``, with ``conditions=`` when the reward reads them (an empty tuple per
+    sample when the batch has none)."""
+    if not reads_conditions(reward):
+        return reward(images, prompts, metadata)
+    given = list(conditions) if conditions else [() for _ in prompts]
+    return reward(images, prompts, metadata, conditions=given)
+
+
 class FrameRewards:
     """``reward`` applied to videos frame by frame, the frame scores aggregated by ``aggregate``; any other
     attribute is the wrapped reward's."""
@@ -43,17 +64,25 @@ class FrameRewards:
         return getattr(self.__dict__["reward"], name)
 
     def __call__(
-        self, images: Any, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+        self,
+        images: Any,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> RewardResult | np.ndarray:
         array = np.asarray(images)
         if array.ndim != 5 or scores_video(self.reward):
-            return self.reward(images, prompts, metadata)
+            return call_reward(self.reward, images, prompts, metadata, conditions)
         n = array.shape[0]
         frames = {"first": array[:, :1], "last": array[:, -1:]}.get(self.aggregate, array)
         k = frames.shape[1]
         flat = np.ascontiguousarray(frames.reshape(n * k, *frames.shape[2:]))
         repeated_meta = [m for m in metadata for _ in range(k)] if metadata else []
-        result = RewardResult.coerce(self.reward(flat, [p for p in prompts for _ in range(k)], repeated_meta))
+        repeated_conditions = [c for c in conditions for _ in range(k)] if conditions else None
+        repeated_prompts = [p for p in prompts for _ in range(k)]
+        result = RewardResult.coerce(
+            call_reward(self.reward, flat, repeated_prompts, repeated_meta, repeated_conditions)
+        )
         return RewardResult(
             scores=self._per_video(result.scores, n, k),
             details={key: self._per_video(value, n, k) for key, value in result.details.items()},

@@ -19,11 +19,13 @@ from rich.console import Console
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
+from omni_rl.data_images import load_condition
 from omni_rl.engine.rollout_correction import merge_diagnostics
 from omni_rl.engine.stepping import merge_stats
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure, describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.reporting.console_width import print_whole
+from omni_rl.reporting.image_grids import beside_sources
 from omni_rl.reporting.metrics_logger import MetricsLogger
 from omni_rl.reporting.reward_curve import plot_reward_curve
 from omni_rl.reporting.run_summary import format_reward
@@ -42,7 +44,7 @@ from omni_rl.runtime.group import StreamParts, WorkerGroup
 from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRollouts
 from omni_rl.train.advantage_checks import CheckedEstimator
 from omni_rl.train.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
-from omni_rl.train.interrupts import InterruptGuard
+from omni_rl.train.interrupts import FINISH_THE_STEP, STOP_AFTER_RAY_STARTS, InterruptGuard
 from omni_rl.train.staleness import check_asynchrony, staleness_metrics
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
 
 #: what CombinedReward.metrics adds for the weighted total, left out of the eval rewards' metrics
 _TOTALS = ("val/mean", "val/std")
+#: what the grids of an editing or image-to-video run show in each cell (omni_rl.reporting.image_grids.beside_sources)
+_SOURCES_NOTE = "; each cell: source image(s), then the result"
 
 
 def sample_seeds(run_seed: int, tag: int, count: int) -> list[int]:
@@ -115,13 +119,14 @@ class Trainer:
         run_dir: Path | None = None,
         rewards: CombinedReward | None = None,
         streamed: StreamedScores | None = None,
+        conditions: list[tuple[np.ndarray, ...]] | None = None,
     ) -> ScoredBatch:
         """Score with ``rewards`` (the trained ones by default; ``streamed``: their actors' calls already submitted
         part by part, see :meth:`_reward_stream`). A reward that stops the run (a reward server that went away,
         say) gets the resume command added to its hint: the last checkpoint is intact."""
         metadata = [rec.metadata for rec in records]
         try:
-            return (rewards or self.rewards)(images, prompts, metadata, streamed)
+            return (rewards or self.rewards)(images, prompts, metadata, streamed, conditions)
         except RuntimeFailure as exc:
             if run_dir is None:
                 raise
@@ -168,17 +173,19 @@ class Trainer:
             record_trajectory=False,
             run_seed=self.config.run.seed,
             metadata=[r.metadata for r in records],
+            conditions=self._conditions(records),
         )
         out = group.rollout(request)
-        scored = self._score(out.images, records, prompts, run_dir)
+        scored = self._score(out.images, records, prompts, run_dir, conditions=request.conditions)
         # the grid shows each prompt's first image; the metrics average all of them
         captions = [
             f"{format_reward(s)} | {p}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)
         ]
         title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
+        title += _SOURCES_NOTE if request.conditions else ""
         grid = save_samples(
             run_dir / f"val_step_{step}.png",
-            out.images[::repeats],
+            beside_sources(out.images[::repeats], request.conditions[::repeats]),
             captions,
             title=title,
             fps=self.video_fps,
@@ -188,7 +195,9 @@ class Trainer:
             _log_grid(logger, step, "val", grid, out.images, self.config.log.video_format)
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
-            evaluated = self._score(out.images, records, prompts, run_dir, self.eval_rewards)
+            evaluated = self._score(
+                out.images, records, prompts, run_dir, self.eval_rewards, conditions=request.conditions
+            )
             self._say(logger, self.eval_health.observe(step, evaluated))
             # val/<name>/mean and its sub-scores; not val/mean: the eval rewards are not summed into one score
             metrics.update({k: v for k, v in evaluated.metrics(prefix="val").items() if k not in _TOTALS})
@@ -209,8 +218,21 @@ class Trainer:
             record_trajectory=self.loss.requirements.inputs == "trajectory",
             run_seed=self.config.run.seed,
             metadata=[rec.metadata for rec in sample_records],
+            conditions=self._conditions(sample_records),
         )
         return records, request
+
+    def _conditions(self, records: list[PromptRecord]) -> list[tuple[np.ndarray, ...]]:
+        """Each sample's condition images, decoded once per distinct record (a group repeats its record); empty
+        when no record has any (a text-only request)."""
+        if not any(rec.images for rec in records):
+            return []
+        decoded: dict[int, tuple[np.ndarray, ...]] = {}
+        max_pixels = self.config.data.condition_max_pixels
+        for rec in records:
+            if id(rec) not in decoded:
+                decoded[id(rec)] = tuple(load_condition(ref, max_pixels) for ref in rec.images)
+        return [decoded[id(rec)] for rec in records]
 
     def train_step(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None
@@ -226,7 +248,9 @@ class Trainer:
         group_ids = list(request.group_ids)
         t_rollout = time.perf_counter()
 
-        scored = self._score(out.images, sample_records, prompts, run_dir, streamed=out.streamed)
+        scored = self._score(
+            out.images, sample_records, prompts, run_dir, streamed=out.streamed, conditions=request.conditions
+        )
         self._say(logger, self.reward_health.observe(step, scored, self.resume_command(run_dir)))
         # a NaN/inf score (reward/<name>/nonfinite) has advantage 0 and, as the loss sees it, its group's mean
         rewards = torch.as_tensor(neutral_nonfinite(scored.total, group_ids), dtype=torch.float32)
@@ -273,10 +297,11 @@ class Trainer:
         if image_every and (step % image_every == 0 or step == 1 or step == self.config.run.steps):
             captions = [f"{format_reward(s)} | {p}" for p, s in zip(prompts, scored.total, strict=True)]
             title = f"train step {step}: {len(prompts) // g} prompts x {g} images, run.seed {self.config.run.seed}"
+            title += _SOURCES_NOTE if request.conditions else ""
             path = run_dir / f"samples_step_{step}.png"
             grid = save_samples(
                 path,
-                out.images,
+                beside_sources(out.images, request.conditions),
                 captions,
                 columns=g,
                 title=title,
@@ -308,9 +333,13 @@ class Trainer:
         if not start.fallback and start.candidates:  # a named checkpoint with a missing or cut file: refused now
             CheckpointReader(start.candidates[0]).check_sizes()
         reward_actors = self.rewards.actor_resources() + self.eval_rewards.actor_resources()
-        guard = InterruptGuard(self.console, lambda: self._saved_line(run_dir))
-        with ray_session(config.cluster, reward_actors) as ray_description, guard as interrupt:
+        guard = InterruptGuard(self.console, lambda: self._saved_line(run_dir), doing=STOP_AFTER_RAY_STARTS)
+        # the guard first: a signal while Ray starts is the run's to handle (omni_rl.runtime.ray_signals)
+        with guard as interrupt, ray_session(config.cluster, reward_actors) as ray_description:
             self.console.print(f"Ray: {ray_description}")
+            if interrupt.requested:  # during Ray's start-up: nothing was built or trained
+                raise interrupt.stopped_before_training()
+            interrupt.doing = FINISH_THE_STEP
             group = WorkerGroup(config, lambda: self._failure_hint(run_dir))
             try:
                 self.rewards.start()  # before the first rollout: a reward actor that cannot be placed fails now
@@ -380,7 +409,7 @@ class Trainer:
         if not (self.config.run.stream_rewards and self.rewards.has_actors):
             return None
         rewards = self.rewards
-        return lambda request, parts: rewards.submit_parts(parts, request.metadata)
+        return lambda request, parts: rewards.submit_parts(parts, request.metadata, request.conditions)
 
     def _print_summary(self, run_dir: Path) -> None:
         """The run at a glance, read back from what it wrote (as ``omni-rl compare`` prints it): base, best and

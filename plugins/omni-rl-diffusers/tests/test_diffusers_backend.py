@@ -358,3 +358,50 @@ def test_steps_outside_the_window_go_through_one_solver_per_chunk(tiny_model: Di
     assert spy.calls == []
     reference = _generate(rollout, tiny_model, euler, _request(PROMPTS, SEEDS, mode="eval", step=-1))
     assert torch.equal(evaluated.final_latents, reference.final_latents)
+
+
+class ConditionedSpy(SpyModel):
+    """The model as an editing model: ``encode_conditions`` adds each prompt's source (a mean colour) to the text
+    conditioning, and records what it is asked to encode."""
+
+    def __init__(self, model: DiffusionModel) -> None:
+        super().__init__(model)
+        self.encoded: list[tuple[str, tuple[int, ...]]] = []
+
+    def encode_conditions(self, prompts: list[str], images: list[list[Any]], *, guidance_scale: float) -> Conditioning:
+        (prompt,), (sources,) = prompts, images  # one (prompt, sources) pair per call
+        self.encoded.append((prompt, tuple(int(source[0, 0, 0]) for source in sources)))
+        conditioning = self.model.encode_prompts([prompt], guidance_scale=guidance_scale)
+        colour = torch.tensor([[float(source.mean()) for source in sources]])
+        return Conditioning({**conditioning.tensors, "source_colour": colour})
+
+
+def test_condition_images_are_encoded_once_per_group_and_kept_with_the_batch(
+    tiny_model: DiffusionModel, flow_sde: Sampler
+) -> None:
+    """One ``encode_conditions`` call per distinct (prompt, sources) pair, even when two groups share a prompt
+    with different sources, and the conditioning the batch keeps (for the update) holds each sample's source."""
+    import numpy as np
+
+    red, blue = (np.full((8, 8, 3), value, dtype=np.uint8) for value in (10, 200))
+    prompts = ["make it green"] * 4
+    request = RolloutRequest(
+        prompts=prompts, group_ids=[0, 0, 1, 1], seeds=SEEDS, step=0, conditions=[(red,), (red,), (blue,), (blue,)]
+    )
+    model = ConditionedSpy(tiny_model)
+    batch = _generate(_rollout(), model, SpySampler(flow_sde), request)
+    assert model.encoded == [("make it green", (10,)), ("make it green", (200,))]
+    assert batch.conditioning.tensors["source_colour"][:, 0].tolist() == [10.0, 10.0, 200.0, 200.0]
+    sub = request.select([2, 3])
+    assert [c[0][0, 0, 0] for c in sub.conditions] == [200, 200] and sub.prompts == prompts[2:]
+
+
+def test_a_model_without_encode_conditions_refuses_condition_images(
+    tiny_model: DiffusionModel, flow_sde: Sampler
+) -> None:
+    import numpy as np
+
+    source = (np.zeros((8, 8, 3), dtype=np.uint8),)
+    request = attrs.evolve(_request(PROMPTS, SEEDS), conditions=[source] * 4)
+    with pytest.raises(ConfigError, match="takes no condition images"):
+        _generate(_rollout(), SpyModel(tiny_model), flow_sde, request)

@@ -13,12 +13,16 @@ diffusers' FlowMatchEulerDiscreteScheduler, so validation keeps equalling the di
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
+from typing import Any
 
+import numpy as np
 import torch
 
 from omni_rl.auto_batch import AutoBatchCache, eager_forwards, is_auto
 from omni_rl.batch import Conditioning, RolloutBatch, Trajectory
+from omni_rl.errors import ConfigError
 from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl.seeding import keyed_generator
 from omni_rl_diffusers.config import DiffusersRolloutConfig
@@ -55,7 +59,7 @@ class DiffusersRollout:
         stochastic = train and sampler.stochastic and len(window) > 0
         make_solver = getattr(sampler, "deterministic_solver", None) if train else None
         record = stochastic and request.record_trajectory
-        conditioning = self._encode_unique(model, request.prompts, guidance)
+        conditioning = self._encode_unique(model, request, guidance)
         latent_shape = rollout_latent_shape(model, cfg.height, cfg.width, cfg.num_frames)
         precision = _precision(model, cfg.dtype if train else "model")
 
@@ -143,17 +147,42 @@ class DiffusersRollout:
         return self.auto_sizes.resolve(key, model.device, n, try_size)
 
     @staticmethod
-    def _encode_unique(model: DiffusionModel, prompts: Sequence[str], guidance: float) -> Conditioning:
-        """Encode each distinct prompt once (a group repeats its prompt group_size times), then expand.
+    def _encode_unique(model: DiffusionModel, request: RolloutRequest, guidance: float) -> Conditioning:
+        """Encode each distinct prompt (with its condition images, when the request has them) once, then expand:
+        a group repeats its prompt group_size times.
 
         Prompts are encoded one at a time: a text encoder's output depends (at float rounding) on what else is in
-        its batch, and a prompt's images must not depend on which other prompts share its worker.
+        its batch, and a prompt's images must not depend on which other prompts share its worker. With condition
+        images the key is the prompt and the images' bytes (an edit set may pair one instruction with many
+        sources), and the model's ``encode_conditions`` encodes them (docs/hooks.md, "Condition images").
         """
-        unique = list(dict.fromkeys(prompts))
-        position = {p: k for k, p in enumerate(unique)}
-        parts = [model.encode_prompts([p], guidance_scale=guidance) for p in unique]
+        prompts = request.prompts
+        if not request.conditions:
+            keys: list[Any] = list(prompts)
+            unique = list(dict.fromkeys(keys))
+            parts = [model.encode_prompts([p], guidance_scale=guidance) for p in unique]
+        else:
+            encode = getattr(model, "encode_conditions", None)
+            if encode is None:
+                raise ConfigError(
+                    f"model {type(model).__name__} takes no condition images, but the prompts carry some",
+                    hint="use an editing or image-to-video model (docs/editing.md), or drop the rows' image fields",
+                )
+            keys = [_condition_key(p, images) for p, images in zip(prompts, request.conditions, strict=True)]
+            first = {key: i for i, key in reversed(list(enumerate(keys)))}
+            unique = list(dict.fromkeys(keys))
+            parts = [
+                encode([prompts[first[k]]], [request.conditions[first[k]]], guidance_scale=guidance) for k in unique
+            ]
+        position = {key: k for k, key in enumerate(unique)}
         encoded = Conditioning.concat(parts)  # right-pads variable-length text (Qwen-Image) with zeros
-        return encoded.index(torch.as_tensor([position[p] for p in prompts], dtype=torch.long))
+        return encoded.index(torch.as_tensor([position[key] for key in keys], dtype=torch.long))
+
+
+def _condition_key(prompt: str, images: Sequence[np.ndarray]) -> tuple[str, tuple[str, ...]]:
+    """A (prompt, condition images) pair by value: the prompt and each image's shape and content digest."""
+    digests = tuple(f"{image.shape}:{hashlib.sha1(np.ascontiguousarray(image).data).hexdigest()}" for image in images)
+    return prompt, digests
 
 
 def _precision(model: DiffusionModel, dtype: str) -> contextlib.AbstractContextManager[None]:
