@@ -23,7 +23,9 @@ class ModelConformance(SpecConformance):
     schedule runs from 1 down to 0, strictly decreasing; decode gives uint8 (B, H, W, 3) (a video model, ``modality =
     "video"``: latents (C, F', h, w) and frames (B, F, H, W, 3) at the default ``num_frames``); LoRA parameters are
     trainable, the adapters can be switched off, and save_lora/load_lora round-trips
-    (``pytorch_lora_weights.safetensors``).
+    (``pytorch_lora_weights.safetensors``). A model that takes condition images (``condition_images``, as its
+    spec says) is encoded through ``encode_conditions`` with random sources of two sizes, and its velocity must
+    change with them.
 
     ``component`` is built per test by default; to build the model once, override it with a
     ``scope="class"`` fixture that builds it itself (the tests set the LoRA weights they need explicitly, so
@@ -49,7 +51,7 @@ class ModelConformance(SpecConformance):
 
     def _velocity(self, model: DiffusionModel, image_size: tuple[int, int], prompts: list[str], cfg: float) -> Any:
         torch = torch_module()
-        conditioning = model.encode_prompts(prompts, guidance_scale=cfg)
+        conditioning = _encode(model, prompts, cfg)
         latents = self._latents(model, image_size, len(prompts))
         sigmas = torch.full((len(prompts),), 0.7, device=model.device)
         with torch.no_grad():
@@ -62,6 +64,37 @@ class ModelConformance(SpecConformance):
             for parameter in model.trainable_parameters():
                 noise = torch.randn(parameter.shape, generator=generator) * 0.1
                 parameter.copy_(noise.to(parameter.device, parameter.dtype))
+
+    def test_spec_declares_the_models_modality(self, spec: ModelSpec, component: Any) -> None:
+        """``omni-rl check`` refuses frames for a model whose spec says "image" without building it: the spec's
+        ``modality`` must be the built model's (its ``modality`` attribute, "image" when absent)."""
+        assert spec.modality == getattr(component, "modality", "image")
+
+    def test_spec_declares_the_models_condition_images(self, spec: ModelSpec, component: Any) -> None:
+        """``omni-rl check`` counts each prompt row's condition images against the spec's ``condition_images``
+        without building the model: it must be the built model's (its ``condition_images`` attribute, (0, 0) when
+        absent), and a model that takes any has ``encode_conditions`` (docs/hooks.md, "Condition images")."""
+        assert tuple(spec.condition_images) == tuple(getattr(component, "condition_images", (0, 0)))
+        if spec.condition_images[1]:
+            assert callable(getattr(component, "encode_conditions", None))
+
+    @pytest.mark.parametrize("cfg", [1.0, 4.5])
+    def test_velocity_follows_the_condition_images(
+        self, component: DiffusionModel, image_size: tuple[int, int], prompts: list[str], cfg: float
+    ) -> None:
+        """An editing or image-to-video model's velocity changes with its condition images (same prompt, latents
+        and sigma): the condition reaches the transformer. Text-only models skip."""
+        torch = torch_module()
+        if not getattr(component, "condition_images", (0, 0))[1]:
+            pytest.skip("the model takes no condition images")
+        latents = self._latents(component, image_size, 1)
+        sigmas = torch.full((1,), 0.7, device=component.device)
+        with torch.no_grad():
+            first, second = (
+                component.predict_velocity(latents, sigmas, _encode(component, prompts[:1], cfg, seed=s), cfg)
+                for s in (0, 1)
+            )
+        assert first.shape == latents.shape and not torch.allclose(first, second)
 
     def test_is_a_diffusion_model(self, component: Any) -> None:
         assert isinstance(component, DiffusionModel)
@@ -84,7 +117,7 @@ class ModelConformance(SpecConformance):
 
     @pytest.mark.parametrize("cfg", [1.0, 4.5])
     def test_encode_prompts_one_row_per_prompt(self, component: DiffusionModel, prompts: list[str], cfg: float) -> None:
-        conditioning = component.encode_prompts(prompts, guidance_scale=cfg)
+        conditioning = _encode(component, prompts, cfg)
         assert isinstance(conditioning, Conditioning)
         for name, tensor in conditioning.tensors.items():
             assert tensor.shape[0] == len(prompts), f"{name}: the first dimension is the sample dimension"
@@ -107,7 +140,7 @@ class ModelConformance(SpecConformance):
         """Prompts encoded one at a time and joined with ``Conditioning.concat`` (as the rollout backend does; text
         of different lengths is right-padded with zeros) give each sample the velocity it gets alone."""
         torch = torch_module()
-        parts = [component.encode_prompts([p], guidance_scale=cfg) for p in prompts]
+        parts = [_encode(component, [p], cfg, seed=k) for k, p in enumerate(prompts)]
         joined = Conditioning.concat(parts)
         latents = self._latents(component, image_size, len(prompts))
         sigmas = torch.linspace(0.9, 0.3, len(prompts), device=component.device)
@@ -161,3 +194,23 @@ class ModelConformance(SpecConformance):
 def _is_video(model: DiffusionModel) -> bool:
     """A video model (docs/hooks.md, "Video"): latents with a frame axis, decode to (B, F, H, W, 3)."""
     return getattr(model, "modality", "image") == "video"
+
+
+def _sources(model: Any, seed: int) -> tuple[Any, ...]:
+    """Random uint8 (H, W, 3) condition images for one prompt, as many as the model needs (at least one): sizes
+    differ with the seed, so joined conditionings of different lengths are covered too."""
+    import numpy as np
+
+    fewest, most = getattr(model, "condition_images", (0, 0))
+    rng = np.random.default_rng(seed)
+    size = (64 + 16 * (seed % 2), 64)
+    return tuple(rng.integers(0, 256, (*size, 3), dtype=np.uint8) for _ in range(max(1, fewest) if most else 0))
+
+
+def _encode(model: Any, prompts: list[str], cfg: float, seed: int = 0) -> Conditioning:
+    """The prompts' conditioning as the rollout backend makes it: with condition images for a model that takes
+    them (``encode_conditions``), else ``encode_prompts``."""
+    if getattr(model, "condition_images", (0, 0))[1]:
+        images = [_sources(model, seed + k) for k in range(len(prompts))]
+        return model.encode_conditions(prompts, images, guidance_scale=cfg)
+    return model.encode_prompts(prompts, guidance_scale=cfg)
