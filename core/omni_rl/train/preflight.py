@@ -9,21 +9,23 @@ them all at once (exit 2). Conventions the core relies on, so that third-party c
   ``package:<module>:<path>``, or a hub id (not checked here: resolved when the workers load it); with
   ``options.build_tiny_if_missing = true`` a missing path is fine;
 - any component option whose name ends in ``_env`` names an environment variable the component reads (an API
-  key), which must be set when it is non-empty.
+  key), which must be set when it is non-empty, to one printable token (:mod:`omni_rl.config.secret_env`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import attrs
 
+from omni_rl.config.component_preflight import component_preflight_problems
 from omni_rl.config.schema import ResolvedComponent, ResolvedConfig
+from omni_rl.config.secret_env import read_secret, secret_problem
 from omni_rl.errors import ConfigError
 from omni_rl.package_paths import is_package_path, package_path
 from omni_rl.rundir.resume_guard import fixed_option_problems
+from omni_rl.train.frame_counts import frame_count_problems
 
 #: a Hugging Face hub id (``org/name``); a path that does not exist and looks like one is left to the loader
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -32,8 +34,10 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 def preflight_problems(config: ResolvedConfig) -> list[str]:
     """Every problem found, one line each ending in its ``@ $.path``."""
     problems = model_path_problems(config.components["model"])
+    problems += frame_count_problems(config)  # a video model's num_frames against its pipeline's VAE
     for component in (*config.components.values(), *config.rewards, *config.eval_rewards):
         problems += env_var_problems(component)
+    problems += component_preflight_problems(config)  # each component's own spec.preflight (weights, metadata)
     problems += run_dir_problems(config)
     return problems
 
@@ -46,7 +50,7 @@ def preflight(config: ResolvedConfig, source: str) -> None:
         lines = "\n".join(f"  - {problem}" for problem in problems)
         raise ConfigError(
             f"{source} is valid, but the run would fail ({count}):\n{lines}",
-            hint="fix each line; `omni-rl check` checked this without loading the model or starting Ray",
+            hint="fix each line (found without loading the model or starting Ray; `omni-rl check` lists the same)",
         )
 
 
@@ -84,11 +88,16 @@ def env_var_problems(component: ResolvedComponent) -> list[str]:
     problems = []
     for field in attrs.fields(type(options)):
         name = getattr(options, field.name)
-        if field.name.endswith("_env") and isinstance(name, str) and name and not os.environ.get(name):
+        if not (field.name.endswith("_env") and isinstance(name, str) and name):
+            continue
+        where = f"{component.path or '$.' + component.kind}.options.{field.name}"
+        value = read_secret(name)  # as the component reads it: surrounding whitespace (a final newline) dropped
+        if not value:
             problems.append(
-                f"{component.kind} {component.name!r} reads the environment variable {name}, which is not set "
-                f"@ {component.path or '$.' + component.kind}.options.{field.name}"
+                f"{component.kind} {component.name!r} reads the environment variable {name}, which is not set @ {where}"
             )
+        elif (problem := secret_problem(value)) is not None:
+            problems.append(f"{component.kind} {component.name!r}: the environment variable {name} {problem} @ {where}")
     return problems
 
 

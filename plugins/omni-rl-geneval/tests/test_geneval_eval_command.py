@@ -84,3 +84,24 @@ def test_eval_needs_a_run_or_a_pipeline(tmp_path: Path, capsys: pytest.CaptureFi
     assert "neither an omni-rl run directory nor a pipeline directory" in capsys.readouterr().err
     assert main(["eval", str(tmp_path), "--benchmark", "genevall"]) == 2
     assert "did you mean 'geneval'" in capsys.readouterr().err
+
+
+def test_a_detector_not_cached_offline_is_refused_before_sampling(
+    tiny_sd3: Path,
+    tiny_options: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The benchmark checks its models when built, before the first prompt is sampled (issue 48, E3)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    out = tmp_path / "eval"
+    options = {**tiny_options, "detector": "nobody/not-cached"}
+    assert main(command(tiny_sd3, out, options, "--limit", "1")) == 2
+    err = capsys.readouterr().err
+    assert "$.benchmark.options.detector = 'nobody/not-cached' cannot be loaded" in err
+    assert not (out / "images").exists() and not (out / "results.jsonl").exists()

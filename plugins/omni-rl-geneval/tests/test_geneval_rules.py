@@ -53,8 +53,8 @@ def test_counting_prompts_use_the_higher_threshold() -> None:
 
 
 def test_nms_only_below_one() -> None:
-    a, b = box(0, 0, 10, 10, 0.9), box(1, 0, 11, 10, 0.8)  # IoU = 90 / 110
-    assert iou(a.box, b.box) == pytest.approx(90 / 110)
+    a, b = box(0, 0, 10, 10, 0.9), box(1, 0, 11, 10, 0.8)  # pixel-inclusive: 11 x 11 each, overlap 10 x 11
+    assert iou(a.box, b.box) == 110 / 132
     assert len(keep([a, b], confidence=0.3, limits=Thresholds())) == 2
     assert keep([a, b], confidence=0.3, limits=Thresholds(nms_threshold=0.5)) == [a]
 
@@ -172,9 +172,9 @@ def test_position_correct_wrong_and_no_relation() -> None:
     assert evaluate(POSITION, {"dog": [dog], "cat": [cat_left]}, no_colors).correct
     wrong = evaluate(POSITION, {"dog": [dog], "cat": [cat_right]}, no_colors)
     assert not wrong.correct and wrong.partial == 2 / 3
-    assert wrong.reason == "expected cat left of target, found right of relation"
+    assert wrong.reason == "expected cat left of target, found right of target"  # GenEval's text
     overlapping = evaluate(POSITION, {"dog": [dog], "cat": [cat_on]}, no_colors)
-    assert not overlapping.correct and overlapping.reason == "expected cat left of target, found no relation"
+    assert not overlapping.correct and overlapping.reason == "expected cat left of target, found  target"
 
 
 def test_position_without_target_and_against_every_target_object() -> None:

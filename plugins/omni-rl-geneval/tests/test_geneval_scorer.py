@@ -103,19 +103,33 @@ def test_metadata_that_is_not_genevals_is_a_clear_failure(tiny_options: dict[str
 
 
 @pytest.mark.parametrize("option", ["detector", "clip_model"])
-def test_missing_models_offline_name_the_option(
-    option: str, tiny_options: dict[str, Any], batch: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_missing_models_offline_fail_when_built_naming_the_option(
+    option: str, tiny_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Offline, a hub id not in the cache is refused when the reward is built (in the process that will load it:
+    a reward actor, a serve-reward replica, the benchmark before sampling), not at its first batch."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
-    images, prompts, metadata = batch
-    options = {**tiny_options, option: "nobody/not-cached"}
-    reward = build(options, BuildContext(section="$.reward[1]"))
     with pytest.raises(ConfigError) as caught:
+        build({**tiny_options, option: "nobody/not-cached"}, BuildContext(section="$.reward[1]"))
+    assert f"$.reward[1].options.{option} = 'nobody/not-cached' cannot be loaded" in caught.value.message
+    assert "hf download nobody/not-cached" in caught.value.message and "\n" not in caught.value.message
+
+
+def test_a_model_that_fails_to_load_is_still_a_config_error_naming_the_option(
+    tiny_options: dict[str, Any], batch: Any, tmp_path: Path
+) -> None:
+    """A directory with the files a model has, but not loadable, passes the build-time check and fails at the first
+    call with the option named (the loading path every failure the check cannot foresee takes)."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "model.safetensors", "preprocessor_config.json"):
+        (broken / name).write_text("not json", encoding="utf-8")
+    reward = build({**tiny_options, "detector": str(broken)}, BuildContext(section="$.reward[0]"))
+    images, prompts, metadata = batch
+    with pytest.raises(ConfigError, match=r"\$\.reward\[0\]\.options\.detector"):
         reward(images[:1], prompts[:1], metadata[:1])
-    assert f"$.reward[1].options.{option}" in caught.value.message
-    assert "hf download" in (caught.value.hint or "")
 
 
 def test_a_local_path_that_does_not_exist_fails_at_build_time(tmp_path: Path) -> None:

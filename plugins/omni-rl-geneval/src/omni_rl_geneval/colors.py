@@ -34,7 +34,8 @@ def masked_crop(image: Image.Image, detection: Detection) -> Image.Image:
         blank = Image.new("RGB", image.size, BACKGROUND)
         mask = Image.fromarray(np.asarray(detection.mask, dtype=np.uint8) * 255)
         image = Image.composite(image, blank, mask)
-    return image.crop(tuple(round(v) for v in detection.box))
+    # GenEval crops to its float32 box, which Pillow rounds (half to even) to whole pixels
+    return image.crop(tuple(round(float(np.float32(v))) for v in detection.box))
 
 
 class ColorClassifier:

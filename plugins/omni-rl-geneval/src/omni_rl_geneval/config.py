@@ -46,15 +46,16 @@ class GenEvalConfig:
     detector: str = attrs.field(default=DETECTOR, validator=_non_empty)
     #: CLIPModel + CLIPProcessor of the colour classifier: hub id or local directory
     clip_model: str = attrs.field(default=CLIP_MODEL, validator=_non_empty)
-    #: a detection is kept when its confidence is above this (GenEval: 0.3) ...
+    #: GenEval's ``threshold``: a detection is kept when float32(confidence) > float32(this) (0.3) ...
     threshold: float = attrs.field(default=0.3, converter=float, validator=_probability)
-    #: ... or above this for ``counting`` prompts (GenEval: 0.9), where a spurious box changes the count
+    #: ... or > this for ``counting`` prompts (GenEval's ``counting_threshold``, 0.9): a spurious box changes the count
     counting_threshold: float = attrs.field(default=0.9, converter=float, validator=_probability)
-    #: at most this many detections per class (GenEval: 16)
+    #: GenEval's ``max_objects``: the first this many kept detections per class, cut before NMS (16)
     max_objects: int = attrs.field(default=16, validator=_positive_int)
-    #: drop a detection whose box IoU with a stronger one of its class reaches this; 1.0 (GenEval's default) is no NMS
+    #: GenEval's ``max_overlap``: a detection whose pixel-inclusive box IoU with a kept, more confident one of its
+    #: class is >= this is dropped; exactly 1.0 (the default) is no NMS, above 1 drops nothing
     nms_threshold: float = attrs.field(default=1.0, converter=float, validator=[attrs.validators.gt(0.0)])
-    #: position relations shrink the centre offset by this times the two boxes' sizes (GenEval: 0.1)
+    #: GenEval's ``position_threshold``: relations shrink the centre offset by this x the two boxes' sizes (0.1)
     position_threshold: float = attrs.field(default=0.1, converter=float, validator=attrs.validators.ge(0.0))
     #: images per detector forward pass (colour crops are batched the same way)
     batch_size: int = attrs.field(default=16, validator=_positive_int)

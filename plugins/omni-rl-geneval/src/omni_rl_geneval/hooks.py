@@ -1,14 +1,14 @@
 """Hook implementations of omni-rl-geneval: the ``geneval`` reward and the ``geneval`` benchmark.
 
-Imports only the option class (attrs); torch, transformers and the scorer load inside the factories.
+Imports only the option class (attrs); torch, transformers, the scorer and the preflight check (huggingface_hub)
+load inside the functions the records name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import BenchmarkSpec, RewardSpec
+from omni_rl import BenchmarkSpec, RewardSpec, hookimpl
 from omni_rl_geneval.config import GenEvalConfig
 
 
@@ -16,6 +16,12 @@ def _build_reward(config: GenEvalConfig, ctx: Any) -> Any:
     from omni_rl_geneval.reward import build_geneval_reward
 
     return build_geneval_reward(config, ctx)
+
+
+def _preflight(component: Any, prompts: Any) -> list[str]:
+    from omni_rl_geneval.preflight import geneval_preflight
+
+    return geneval_preflight(component, prompts)
 
 
 def _build_benchmark(config: GenEvalConfig, ctx: Any) -> Any:
@@ -31,6 +37,7 @@ def omni_rl_reward_models() -> list[RewardSpec]:
             name="geneval",
             factory=_build_reward,
             config=GenEvalConfig,
+            preflight=_preflight,  # `omni-rl check`: models loadable here (offline: cached), prompts with metadata
             summary="GenEval (Mask2Former + CLIP colour): fraction of the prompt's requirements met; strict 0/1 "
             "and per-tag details; needs GenEval metadata per prompt (.jsonl)",
         )

@@ -93,6 +93,8 @@ def check_metadata(metadata: Mapping[str, Any]) -> str | None:
     include = metadata.get("include")
     if not isinstance(include, list) or not include:
         return "'include' must be a non-empty list of clauses"
+    if not isinstance(metadata.get("exclude", []), list):
+        return f"'exclude' must be a list of clauses, got {metadata.get('exclude')!r}"
     names = set(class_names())
     for position, clause in enumerate([*include, *metadata.get("exclude", [])]):
         if not isinstance(clause, Mapping) or clause.get("class") not in names:

@@ -39,5 +39,6 @@ class GenEvalReward:
 
 
 def build_geneval_reward(config: GenEvalConfig, ctx: Any) -> GenEvalReward:
-    """Factory of ``geneval``: checks local paths now, loads the detector and CLIP on the first call."""
+    """Factory of ``geneval``: checks now that the detector and CLIP can be loaded here (offline: that they are
+    cached), loads them on the first call."""
     return GenEvalReward(config, ctx)

@@ -12,11 +12,13 @@ from typing import Any
 
 import attrs
 import numpy as np
-from omni_rl_rewards_clip.loading import Owner, check_source, pick_device
+from omni_rl_rewards_clip.lazy import LazyModels
+from omni_rl_rewards_clip.loading import Owner
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl_geneval.config import GenEvalConfig
 from omni_rl_geneval.metadata import check_metadata
+from omni_rl_geneval.preflight import raise_model_problems
 from omni_rl_geneval.rules import Thresholds, Verdict, evaluate, keep_all
 
 
@@ -26,14 +28,15 @@ class _Loaded:
     colors: Any
 
 
-class GenEvalScorer:
+class GenEvalScorer(LazyModels):
     """``verdicts(images, metadata)``: one :class:`~omni_rl_geneval.rules.Verdict` per uint8 (H, W, 3) image."""
 
+    config: GenEvalConfig
+
     def __init__(self, config: GenEvalConfig, ctx: Any = None, name: str = "geneval") -> None:
-        self.config = config
-        self.ctx_device: str = getattr(ctx, "device", "cpu")
-        #: names the options in errors by their config path ($.reward[0].options.detector)
-        self.owner = Owner.of(name, ctx)
+        # the detector and CLIP sources are checked now; errors name them by path ($.reward[0].options.detector)
+        super().__init__(config, ctx, name, ("detector", "clip_model"))
+        raise_model_problems(config, self.owner)  # the hub off and a model not cached: fail now, not at the 1st batch
         self.limits = Thresholds(
             threshold=config.threshold,
             counting_threshold=config.counting_threshold,
@@ -41,26 +44,15 @@ class GenEvalScorer:
             nms_threshold=config.nms_threshold,
             position_threshold=config.position_threshold,
         )
-        self._loaded: _Loaded | None = None
-        for option in ("detector", "clip_model"):  # a local path that does not exist fails now
-            check_source(getattr(config, option), reward=self.owner, option=option)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_loaded"] = None
-        return state
+    def load(self) -> _Loaded:
+        from omni_rl_geneval.colors import ColorClassifier
+        from omni_rl_geneval.detector import load_detector
 
-    @property
-    def loaded(self) -> _Loaded:
-        if self._loaded is None:
-            from omni_rl_geneval.colors import ColorClassifier
-            from omni_rl_geneval.detector import load_detector
-
-            device = pick_device(self.config.device, self.ctx_device)
-            detector = load_detector(self.config.detector, owner=self.owner, device=device)
-            clip = _load_clip(self.config.clip_model, self.owner, device)
-            self._loaded = _Loaded(detector=detector, colors=ColorClassifier(clip, self.config.batch_size))
-        return self._loaded
+        device = self.device
+        detector = load_detector(self.config.detector, owner=self.owner, device=device)
+        clip = _load_clip(self.config.clip_model, self.owner, device)
+        return _Loaded(detector=detector, colors=ColorClassifier(clip, self.config.batch_size))
 
     def verdicts(self, images: np.ndarray, metadata: Sequence[Mapping[str, Any]]) -> list[Verdict]:
         """GenEval's verdict (with partial credit) for each image against its prompt's metadata."""
