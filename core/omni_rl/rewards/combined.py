@@ -216,7 +216,8 @@ class CombinedReward:
                     (positions, self._part(k, len(positions), partial(_ray_get, ref))) for positions, ref in pending[k]
                 ]
             else:
-                call = partial(self.models[k], images, prompts, metadata, conditions)
+                given = (conditions,) if conditions else ()  # text-only batches call the reward as before
+                call = partial(self.models[k], images, prompts, metadata, *given)
                 parts = [(list(range(n)), self._part(k, n, call))]
             score, result_details, failed, valid[name] = _join(name, parts, n)
             if not np.all(np.isfinite(score)):

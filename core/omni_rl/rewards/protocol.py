@@ -5,7 +5,7 @@ server may be shared by several teams' runs, and unpickling a request would let 
 docs/rewards.md documents the format for servers written in other languages; in short::
 
     request  {"protocol": "omni-rl-reward/1",
-              "images": {"encoding": "png", "data": ["<base64 PNG>", ...]}
+              "images": {"encoding": "png", "data": ["<base64 PNG>", ...]}   (PNG only: other formats are a 415)
                      or {"encoding": "raw", "dtype": "uint8", "shape": [N, H, W, 3], "data": "<base64 bytes>"},
               "prompts": ["...", ...], "metadata": [{...}, ...]}
     videos   the same with "images" holding N videos of F frames: {"encoding": "png", "frames": F, "data": [N·F
@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -33,12 +34,22 @@ import numpy as np
 from omni_rl.batch import RewardResult
 
 PROTOCOL = "omni-rl-reward/1"
+#: the repr of the in-memory file Pillow quotes in "cannot identify image file <_io.BytesIO object at 0x...>"
+_IO_REPR = re.compile(r" ?<_io\.BytesIO object at 0x[0-9a-f]+>")
 ImageEncoding = Literal["png", "raw"]
 IMAGE_ENCODINGS: tuple[str, ...] = ("png", "raw")
 
 
 class ProtocolError(ValueError):
     """A request or response that does not follow the protocol; the message says which field and why."""
+
+
+class UnsupportedImageFormat(ProtocolError):
+    """An image that is not a PNG (a server answers 415): refused from its first bytes, before any decoder runs."""
+
+
+#: the first 8 bytes of every PNG file
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @attrs.frozen(kw_only=True)
@@ -51,6 +62,9 @@ class PixelLimits:
 
     per_image: int | None = None
     per_request: int | None = None
+    #: images (every frame counted) one request may hold: each costs a decoder call whatever its size (a 64 MiB
+    #: body holds 700,000 one-pixel PNGs, 90 s of decoding)
+    images: int | None = None
 
     def check(self, index: int, height: int, width: int, so_far: int) -> int:
         """``so_far`` plus this image's pixels, or ProtocolError when an image is empty or a limit is passed."""
@@ -64,11 +78,30 @@ class PixelLimits:
             )
         total = so_far + pixels
         if self.per_request is not None and total > self.per_request:
-            raise ProtocolError(
-                f"the request's images hold more than {self.per_request:,} pixels (this server's limit per request); "
-                "send fewer or smaller images per request (the http reward's options.batch_size)"
-            )
+            raise self._over_request()
         return total
+
+    def check_count(self, count: int) -> None:
+        """ProtocolError when a request holds more than ``images`` images (checked before any is decoded)."""
+        if self.images is not None and count > self.images:
+            raise ProtocolError(
+                f"the request holds {count:,} images (every frame counted); this server takes at most {self.images:,} "
+                "per request: send fewer per request (the http reward's options.batch_size)"
+            )
+
+    def check_shape(self, count: int, height: int, width: int) -> None:
+        """``count`` images (every frame counted) of ``height`` x ``width``, checked with one multiplication of
+        Python ints (no overflow, no loop over a count a client can make 10^15)."""
+        self.check(0, height, width, 0)
+        if self.per_request is not None and count * height * width > self.per_request:
+            raise self._over_request()
+        self.check_count(count)
+
+    def _over_request(self) -> ProtocolError:
+        return ProtocolError(
+            f"the request's images hold more than {self.per_request:,} pixels (this server's limit per request); "
+            "send fewer or smaller images per request (the http reward's options.batch_size)"
+        )
 
 
 NO_LIMITS = PixelLimits()
@@ -119,11 +152,12 @@ def decode_images(field: Any, limits: PixelLimits = NO_LIMITS) -> np.ndarray:
         frames = field.get("frames")
         if frames is not None and not (isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1):
             raise ProtocolError(f'"images.frames" must be a positive integer (frames per video), got {frames!r}')
-        images = _decode_png(field.get("data"), limits)
+        data = field.get("data")
+        if frames is not None and isinstance(data, list) and len(data) % frames:  # found before decoding any
+            raise ProtocolError(f'"images.data" holds {len(data)} PNGs, not a whole number of {frames}-frame videos')
+        images = _decode_png(data, limits)
         if frames is None:
             return images
-        if len(images) % frames:
-            raise ProtocolError(f'"images.data" holds {len(images)} PNGs, not a whole number of {frames}-frame videos')
         return images.reshape(len(images) // frames, frames, *images.shape[1:])
     raise ProtocolError(f'"images.encoding" must be one of {list(IMAGE_ENCODINGS)}, got {encoding!r}')
 
@@ -143,12 +177,22 @@ def _decode_raw(field: Mapping[str, Any], limits: PixelLimits) -> np.ndarray:
         )
     if len(shape) == 5 and shape[1] == 0:
         raise ProtocolError('"images.shape" has 0 frames per video: a video needs at least one frame')
-    total = 0
-    for i in range(math.prod(shape[:-3])):  # before the base64 is decoded: the shape says what it would cost
-        total = limits.check(i, shape[-3], shape[-2], total)
-    raw = _b64(field.get("data"), "images.data")
-    if len(raw) != math.prod(shape):
-        raise ProtocolError(f'"images.data" holds {len(raw)} bytes but shape {shape} needs {math.prod(shape)}')
+    if shape[-1] != 3:
+        raise ProtocolError(f'"images.shape" must end in 3 (RGB channels), got {shape!r}')
+    # what the shape would cost, before anything is decoded or allocated: one product of Python ints (a 149-byte
+    # request can declare [10**15, 1, 1, 3]), against the pixel limits, then against the data actually sent
+    count = math.prod(shape[:-3])
+    if count:
+        limits.check_shape(count, shape[-3], shape[-2])
+    data = field.get("data")
+    if not isinstance(data, str):
+        raise ProtocolError('"images.data" must be a base64 string')
+    needed = math.prod(shape)
+    if len(data) != 4 * -(-needed // 3):  # base64 of n bytes is 4 * ceil(n / 3) characters
+        raise ProtocolError(f'"images.data" holds {len(data)} base64 characters but shape {shape} needs {needed} bytes')
+    raw = _b64(data, "images.data")
+    if len(raw) != needed:
+        raise ProtocolError(f'"images.data" holds {len(raw)} bytes but shape {shape} needs {needed}')
     return _checked_images(np.frombuffer(raw, dtype=np.uint8).reshape(shape), "images", videos=True)
 
 
@@ -157,14 +201,17 @@ def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
 
     if not isinstance(data, list):
         raise ProtocolError('"images.data" must be a list of base64 PNG strings')
+    limits.check_count(len(data))
     images = []
     total = 0
     for i, item in enumerate(data):
         raw = _b64(item, f"images.data[{i}]")
+        if not raw.startswith(PNG_SIGNATURE):  # PNG only: no other Pillow decoder (EPS runs Ghostscript) is reached
+            raise UnsupportedImageFormat(f'"images.data[{i}]" is not a PNG (it does not start with the PNG signature)')
         try:
             with warnings.catch_warnings():  # PIL's bomb warning: the limits below refuse such an image anyway
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                opened = Image.open(io.BytesIO(raw))  # reads the header only: the size, before any pixel
+                opened = Image.open(io.BytesIO(raw), formats=["PNG"])  # the header only: the size, before any pixel
             with opened as image:
                 total = limits.check(i, image.height, image.width, total)
                 images.append(np.asarray(image.convert("RGB"), dtype=np.uint8))
@@ -173,7 +220,8 @@ def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
         # whatever a client's bytes make PIL raise (OSError, SyntaxError, DecompressionBombError, ...) is the
         # client's error, answered 400, never a server fault the client would retry
         except Exception as exc:
-            raise ProtocolError(f'"images.data[{i}]" is not a readable image: {type(exc).__name__}: {exc}') from exc
+            reason = _IO_REPR.sub("", f"{type(exc).__name__}: {exc}")  # not "<_io.BytesIO object at 0x7fef...>"
+            raise ProtocolError(f'"images.data[{i}]" is not a readable PNG: {reason}') from exc
     if len({image.shape for image in images}) > 1:
         raise ProtocolError("the images of one request must all have the same height and width")
     return np.stack(images) if images else np.zeros((0, 0, 0, 3), dtype=np.uint8)

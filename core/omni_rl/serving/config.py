@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from omni_rl.config.component_preflight import served_preflight_problems
 from omni_rl.config.converter import shared_converter, structure
 from omni_rl.config.loader import resolve_components
 from omni_rl.config.overrides import Override, apply_overrides
@@ -23,6 +24,7 @@ from omni_rl.errors import ConfigError
 from omni_rl.registry import Registry
 from omni_rl.rewards.protocol import PixelLimits
 from omni_rl.serving.limits import ServeLimits
+from omni_rl.serving.token import TokenDigest
 from omni_rl.validators import int_between
 
 _ROUTE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -63,16 +65,22 @@ class ServerSection:
     #: of 1024 x 1024): checked from the image headers before decoding, answered 400 beyond them
     max_image_pixels: int = attrs.field(default=4096 * 4096, validator=int_between(1, 2**40))
     max_request_pixels: int = attrs.field(default=64 * 1024 * 1024, validator=int_between(1, 2**40))
+    #: the most images (every video frame counted) one request may hold, whatever their size: each costs a decoder
+    #: call (a 64 MiB body holds 700,000 one-pixel PNGs)
+    max_request_images: int = attrs.field(default=4096, validator=int_between(1, 2**31))
     #: the NAME of an environment variable holding a bearer token ("" = no token): every request must then send
     #: ``Authorization: Bearer <token>`` (the http reward's options.api_key_env names the variable on its side)
     token_env: str = attrs.field(default="", validator=_env_name)
 
-    def limits(self) -> ServeLimits:
-        """What a replica enforces on each request."""
+    def limits(self, token: TokenDigest | None = None) -> ServeLimits:
+        """What a replica enforces on each request; ``token``: the digest of ``token_env``'s token, which
+        ``serve-reward`` reads (:func:`omni_rl.serving.token.read_token_digest`)."""
         return ServeLimits(
             max_body_bytes=self.max_body_bytes,
-            pixels=PixelLimits(per_image=self.max_image_pixels, per_request=self.max_request_pixels),
-            token_env=self.token_env,
+            pixels=PixelLimits(
+                per_image=self.max_image_pixels, per_request=self.max_request_pixels, images=self.max_request_images
+            ),
+            token=token,
         )
 
 
@@ -157,7 +165,20 @@ def load_serve_config(path: str | Path, overrides: Iterable[str | Override], reg
             path=f"$.reward[{i}]",
         )
         rewards.append(ServedReward(section=section, component=resolved, route=_route_of(section)))
+    if file.server.address == "local":  # the replicas build on this machine: what would fail there fails now
+        _raise_preflight(path, served_preflight_problems(reward.component for reward in rewards))
     return ServeConfig(server=file.server, rewards=rewards)
+
+
+def _raise_preflight(path: str | Path, problems: list[str]) -> None:
+    """Each served reward's ``spec.preflight`` problems (a model the hub-less machine cannot load), before Ray."""
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        raise ConfigError(
+            f"serve config {path} is valid, but serving would fail ({len(problems)} problem"
+            f"{'s' if len(problems) != 1 else ''}):\n{lines}",
+            hint="fix each line (found without loading a model or starting Ray)",
+        )
 
 
 def _route_of(section: ServedRewardSection) -> str:

@@ -12,9 +12,10 @@ from types import ModuleType
 
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards.combined import actor_resources, ray_actor_options
+from omni_rl.runtime.local_ray import embedded_init_options, prefer_loopback_node
 from omni_rl.runtime.ray_auth import prepare_auth
 from omni_rl.serving.config import ServeConfig
-from omni_rl.serving.limits import token_runtime_env
+from omni_rl.serving.token import TokenDigest, read_token_digest
 
 
 def _ray_serve() -> ModuleType:
@@ -31,6 +32,8 @@ def _ray_serve() -> ModuleType:
 
 def connect(config: ServeConfig) -> bool:
     """Join or start Ray as ``[server] address`` says; True when this call started it (so it shuts it down)."""
+    if config.server.address == "local":
+        prefer_loopback_node()  # before Ray is imported: an embedded cluster listens on 127.0.0.1 (local_ray)
     import ray
 
     if ray.is_initialized():
@@ -41,7 +44,8 @@ def connect(config: ServeConfig) -> bool:
     try:
         if address == "local":
             need = sum(actor_resources(r.section.resources)["CPU"] * r.section.replicas for r in config.rewards)
-            ray.init(address="local", num_cpus=max(int(need + 0.999), os.cpu_count() or 1), **kwargs)
+            cpus = max(int(need + 0.999), os.cpu_count() or 1)
+            ray.init(address="local", num_cpus=cpus, **kwargs, **embedded_init_options())
         else:
             ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -52,21 +56,26 @@ def connect(config: ServeConfig) -> bool:
     return True
 
 
-def start_servers(config: ServeConfig) -> list[str]:
-    """Deploy every reward of ``config`` (Ray must be initialised) and return their URLs, in config order."""
+def start_servers(config: ServeConfig, token: TokenDigest | None = None) -> list[str]:
+    """Deploy every reward of ``config`` (Ray must be initialised) and return their URLs, in config order.
+    ``token``: the digest of ``[server] token_env``'s token, read here from the environment when not given
+    (``serve-reward`` takes it before Ray starts: :func:`omni_rl.serving.token.take_token_digest`)."""
     serve = _ray_serve()
     from omni_rl.serving.replica import RewardReplica
 
+    # the token stays in this process: the replicas get its salted digest, which no Ray log can give away
+    try:
+        limits = config.server.limits(token or read_token_digest(config.server.token_env))
+    except ValueError as exc:
+        raise RuntimeFailure(f"{exc} @ $.server.token_env", hint="export the token alone, on one line") from None
     serve.start(http_options={"host": config.server.host, "port": config.server.port})
     urls = []
     for reward in config.rewards:
         app = RewardReplica.options(
             name=reward.route,
             num_replicas=reward.section.replicas,
-            ray_actor_options=ray_actor_options(reward.section.resources) | token_runtime_env(config.server.token_env),
-        ).bind(
-            reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s, config.server.limits()
-        )
+            ray_actor_options=ray_actor_options(reward.section.resources),
+        ).bind(reward.component, reward.section.max_batch_size, reward.section.batch_wait_timeout_s, limits)
         try:
             serve.run(app, name=reward.route, route_prefix=f"/{reward.route}")
         except Exception as exc:

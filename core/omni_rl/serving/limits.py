@@ -2,28 +2,41 @@
 
 A reward server may face a network (``[server] host = "0.0.0.0"``), so every request is bounded before it costs
 anything: the body's size (checked from Content-Length, then while reading, so a liar is cut off too), every
-image's and the whole request's pixels (from the image headers, before decoding: a 187 KB PNG can declare 144
-Mpixel), JSON nesting (a deeply nested body is a RecursionError in the parser), and, with ``[server] token_env``,
-an ``Authorization: Bearer`` token compared in constant time (:func:`hmac.compare_digest`), so its bytes cannot
-be found one at a time by timing the answers.
+image's and the whole request's pixels (from the image headers or the raw shape, before decoding or allocating:
+a 187 KB PNG can declare 144 Mpixel, a 149-byte raw request 10^15 images), the image format (PNG only: Pillow's
+other decoders, EPS's Ghostscript among them, never see a client's bytes), JSON nesting (a deeply nested body is
+a RecursionError in the parser), and, with ``[server] token_env``, an ``Authorization: Bearer`` token checked
+against its salted digest in constant time (:mod:`omni_rl.serving.token`), so its bytes cannot be found one at
+a time by timing the answers. The body is decoded in a thread: the replica's event loop keeps answering others.
 
 Every client error is a JSON ``{"error": ...}`` with a 4xx status (400 malformed, 401 no or wrong token, 405
-method, 413 too large), never a plain-text 500: the ``http`` reward retries 5xx as server faults, and would retry
-a request that can never succeed. The JSON protocol itself is :mod:`omni_rl.rewards.protocol`.
+method, 413 too large, 415 not PNG, 422 a request the reward refuses while scoring it: it raised ValueError or
+RuntimeFailure, e.g. a one-frame clip or a prompt outside its grammar), never a 500: the ``http`` reward retries
+5xx as server faults, and would retry a request that can never succeed. A 500 is the server's own failure (a
+reward that is not set up, a ConfigError; out of memory). The JSON protocol itself is
+:mod:`omni_rl.rewards.protocol`.
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from omni_rl.rewards.protocol import NO_LIMITS, PROTOCOL, PixelLimits, ProtocolError, decode_request
+from omni_rl.errors import OmniRLError, RuntimeFailure
+from omni_rl.rewards.protocol import (
+    NO_LIMITS,
+    PROTOCOL,
+    PixelLimits,
+    ProtocolError,
+    UnsupportedImageFormat,
+    decode_request,
+)
+from omni_rl.serving.token import TokenDigest
 
 
 @attrs.frozen(kw_only=True)
@@ -32,9 +45,9 @@ class ServeLimits:
 
     max_body_bytes: int = 64 * 2**20
     pixels: PixelLimits = NO_LIMITS
-    #: the NAME of the environment variable holding the bearer token ("" = none); the replica reads the token
-    #: from its environment (:func:`read_token`, :func:`token_runtime_env`), so it is in no argument or repr
-    token_env: str = ""
+    #: the salted digest of ``[server] token_env``'s token (None = no token required); the token itself never
+    #: leaves the ``serve-reward`` process (:mod:`omni_rl.serving.token`)
+    token: TokenDigest | None = None
 
 
 class ClientError(Exception):
@@ -46,37 +59,13 @@ class ClientError(Exception):
         self.reason = reason
 
 
-def read_token(token_env: str) -> str:
-    """The token in ``$token_env`` ("" when no variable is configured); a configured but unset or empty one is
-    an error: a server meant to be protected must not start open."""
-    if not token_env:
-        return ""
-    token = os.environ.get(token_env, "")
-    if not token:
-        raise RuntimeError(
-            f"[server] token_env names {token_env}, which is not set (or empty) where this reward replica runs; "
-            f"export {token_env}=<token> before `omni-rl serve-reward` (on every node of a cluster)"
-        )
-    return token
-
-
-def token_runtime_env(token_env: str) -> dict[str, Any]:
-    """The replicas' ``ray_actor_options`` that give them ``$token_env`` from this process: so the token is
-    exported once, where ``serve-reward`` runs, not on every node (a Ray worker started earlier, or on another
-    machine, does not see this shell's variables). It then sits in Ray's record of the actors, which only clients
-    of the cluster (Ray's token authentication) can read, and who could run code in the replicas anyway."""
-    if not token_env or not os.environ.get(token_env):
-        return {}
-    return {"runtime_env": {"env_vars": {token_env: os.environ[token_env]}}}
-
-
-def check_token(authorization: str | None, token: str) -> None:
+def check_token(authorization: str | None, token: TokenDigest | None) -> None:
     """Nothing when no token is required or ``authorization`` is ``Bearer <token>``; else ClientError(401). The
-    comparison takes the same time wherever the first wrong byte is."""
-    if not token:
+    comparison is of digests, in constant time (:meth:`TokenDigest.matches`)."""
+    if token is None:
         return
     scheme, _, sent = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(sent.strip().encode(), token.encode()):
+    if scheme.lower() != "bearer" or not token.matches(sent.strip()):
         raise ClientError(401, "missing or wrong bearer token (send Authorization: Bearer <token>)")
 
 
@@ -109,6 +98,8 @@ def parse_body(body: bytes, pixels: PixelLimits) -> tuple[Any, list[str], list[d
         raise ClientError(400, f"bad request: the body is not JSON ({exc})") from None
     try:
         images, prompts, metadata = decode_request(document, pixels)
+    except UnsupportedImageFormat as exc:
+        raise ClientError(415, f"unsupported image: {exc}") from None
     except (ProtocolError, RecursionError) as exc:
         raise ClientError(400, f"bad request: {exc}") from None
     if not len(images):
@@ -142,23 +133,35 @@ async def answer(
     headers: Mapping[str, str],
     chunks: AsyncIterator[bytes],
     limits: ServeLimits,
-    token: str,
     describe: dict[str, Any],
     score: Callable[[Any, list[str], list[dict[str, Any]]], Awaitable[dict[str, Any]]],
 ) -> Answer:
     """One request from start to answer: the token, the method, the body within its limits, then ``score``
-    (which returns the response document or raises for a reward failure, answered 500 with its text)."""
+    (which returns the response document or raises: ValueError or RuntimeFailure, the reward refusing these
+    inputs, is a 422; any other failure a 500 with its text)."""
     try:
-        check_token(headers.get("authorization"), token)
+        check_token(headers.get("authorization"), limits.token)
         if method == "GET":
             return 200, {"protocol": PROTOCOL, **describe}
         if method != "POST":
             raise ClientError(405, f"method {method} is not served: POST scores, GET describes")
-        images, prompts, metadata = parse_body(await read_body(headers, chunks, limits.max_body_bytes), limits.pixels)
+        body = await read_body(headers, chunks, limits.max_body_bytes)
+        images, prompts, metadata = await asyncio.to_thread(parse_body, body, limits.pixels)
         check_rank(images, bool(describe.get("scores_video")))
     except ClientError as exc:
         return exc.status, {"error": exc.reason}
+    reward = describe.get("reward", "")
     try:
         return 200, await score(images, prompts, metadata)
+    except (ValueError, RuntimeFailure) as exc:  # the reward refuses these inputs: the client's to fix, not retried
+        return 422, {"error": f"reward {reward!r} cannot score this request: {_one_line(exc)}"}
     except Exception as exc:  # the reward's failure, or ours: still JSON, never Starlette's plain-text 500
-        return 500, {"error": f"reward {describe.get('reward', '')!r} failed: {type(exc).__name__}: {exc}"}
+        return 500, {"error": f"reward {reward!r} failed: {_one_line(exc)}"}
+
+
+def _one_line(exc: Exception) -> str:
+    """``Type: message`` on one line (an OmniRLError's hint after a semicolon)."""
+    text = str(exc)
+    if isinstance(exc, OmniRLError):
+        text = exc.message + (f"; {exc.hint}" if exc.hint else "")
+    return f"{type(exc).__name__}: {' '.join(text.split())}"

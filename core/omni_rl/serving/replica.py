@@ -23,7 +23,7 @@ from omni_rl.context import BuildContext
 from omni_rl.rewards.combined import actor_context
 from omni_rl.rewards.frames import scores_video
 from omni_rl.rewards.protocol import encode_response
-from omni_rl.serving.limits import ServeLimits, answer, read_token
+from omni_rl.serving.limits import ServeLimits, answer
 
 
 @attrs.frozen
@@ -96,9 +96,8 @@ class RewardReplica:
         batch_wait_timeout_s: float,
         limits: ServeLimits | None = None,
     ) -> None:
+        # with a token: its salted digest only (omni_rl.serving.token), so nothing Ray holds or logs is the secret
         self.limits = limits or ServeLimits()
-        # read here, from the replica's environment (launch.token_runtime_env): in no argument, repr or log
-        self.token = read_token(self.limits.token_env)
         # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
         self.model = component.build(actor_context(BuildContext(), component.resources))
         self.name = component.name
@@ -113,7 +112,6 @@ class RewardReplica:
             request.headers,
             request.stream(),
             self.limits,
-            self.token,
             self.describe,
             self._score_job,
         )

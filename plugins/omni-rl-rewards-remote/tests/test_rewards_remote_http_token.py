@@ -20,11 +20,16 @@ from omni_rl.config import structure_options
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards.protocol import PixelLimits, encode_response
 from omni_rl.serving.limits import ServeLimits, answer
+from omni_rl.serving.token import TokenDigest
 
 TOKEN = "serve-token-0123456789"
 TOKEN_ENV = "OMNI_RL_TEST_SERVE_TOKEN"
 IMAGES = np.random.default_rng(2).integers(0, 256, size=(3, 16, 16, 3), dtype=np.uint8)
-LIMITS = ServeLimits(max_body_bytes=2**20, pixels=PixelLimits(per_image=32 * 32, per_request=4 * 32 * 32))
+LIMITS = ServeLimits(
+    max_body_bytes=2**20,
+    pixels=PixelLimits(per_image=32 * 32, per_request=4 * 32 * 32),
+    token=TokenDigest.of(TOKEN),  # what a replica holds: the token's salted digest
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +48,7 @@ def server() -> Iterator[dict[str, Any]]:
                 yield body
 
             headers = {key.lower(): value for key, value in self.headers.items()}
-            status, document = asyncio.run(answer("POST", headers, chunks(), LIMITS, TOKEN, {"reward": "b"}, score))
+            status, document = asyncio.run(answer("POST", headers, chunks(), LIMITS, {"reward": "b"}, score))
             data = json.dumps(document).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -67,7 +67,8 @@ def test_the_data_url_is_a_png_of_the_image() -> None:
         (lambda b: b["images"].update(shape=[3, 5, 7]), "images.shape"),
         (lambda b: b["images"].update(dtype="float32"), "images.dtype"),
         (lambda b: b["images"].update(data="!!!"), "images.data"),
-        (lambda b: b["images"].update(shape=[3, 5, 7, 4]), "images.data"),
+        (lambda b: b["images"].update(shape=[3, 5, 7, 4]), "images.shape"),  # RGB only, found before the data
+        (lambda b: b["images"].update(shape=[3, 5, 8, 3]), "images.data"),
         (lambda b: b["images"].update(encoding="jpeg"), "images.encoding"),
         (lambda b: b.update(metadata=[1, 2, 3]), "metadata"),
     ],

@@ -47,3 +47,12 @@ def test_two_rewards_on_one_route_are_refused(write_config: WriteConfig, toy_reg
         load_serve_config(path, [], toy_registry)
     with pytest.raises(ConfigError, match=r"missing section \[\[reward\]\]"):
         load_serve_config(write_config("[server]\nport = 8000\n", "empty.toml"), [], toy_registry)
+
+
+def test_the_server_section_sets_every_request_limit(write_config: WriteConfig, toy_registry: Registry) -> None:
+    path = write_config('[server]\nmax_request_images = 16\n\n[[reward]]\nname = "toy_brightness"\n')
+    limits = load_serve_config(path, [], toy_registry).server.limits()
+    assert (limits.pixels.images, limits.pixels.per_image, limits.pixels.per_request) == (16, 4096**2, 64 * 1024**2)
+    assert limits.token is None
+    with pytest.raises(ConfigError, match=r"@ \$\.server\.max_request_images"):
+        load_serve_config(path, ["server.max_request_images=0"], toy_registry)

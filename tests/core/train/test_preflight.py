@@ -119,3 +119,25 @@ def test_every_problem_in_one_error(load, tmp_path: Path, monkeypatch: pytest.Mo
         preflight(config, "config.toml")
     assert info.value.exit_code == 2
     assert "(3 problems)" in info.value.message
+
+
+@pytest.mark.parametrize("value", ["sk-one\r\nsk-two", "sk-a b", "sk-\x1b[0mx", "sk-caf\u00e9"])
+def test_a_key_with_a_control_character_or_space_inside_is_refused_by_name(
+    load, pipeline: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Issue 48, N1: such a value cannot be a bearer token (http.client refuses it and quotes the header, key and
+    all); refused before the run, naming the variable, never the value."""
+    monkeypatch.setenv(KEY, value)
+    (problem,) = preflight_problems(load(f"model.options.path={pipeline}"))
+    assert problem.startswith(f"reward 'keyed': the environment variable {KEY} holds a control character")
+    assert problem.endswith("@ $.reward[1].options.api_key_env") and "sk-" not in problem
+
+
+def test_surrounding_whitespace_of_a_key_is_dropped_as_the_rewards_do(
+    load, pipeline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY, "sk-from-a-kubernetes-secret\n")  # `echo ... | base64` writes the newline
+    assert preflight_problems(load(f"model.options.path={pipeline}")) == []
+    monkeypatch.setenv(KEY, " \n")
+    (problem,) = preflight_problems(load(f"model.options.path={pipeline}"))
+    assert "which is not set" in problem

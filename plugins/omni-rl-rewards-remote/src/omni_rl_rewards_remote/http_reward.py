@@ -21,7 +21,7 @@ from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards.protocol import ProtocolError, decode_response, encode_request
 from omni_rl_rewards_remote.config import HttpRewardConfig
-from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact
+from omni_rl_rewards_remote.secrets import auth_headers, key_kept_out, read_api_key, redact
 from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
 
 
@@ -50,7 +50,10 @@ class HttpReward:
         key = read_api_key(self.config.api_key_env, "http")
         if not chunks:
             return RewardResult(scores=np.zeros(0))
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(chunks))) as pool:
+        with (
+            key_kept_out(key, "http"),
+            ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(chunks))) as pool,
+        ):
             parts = list(pool.map(lambda part: self._score(array[part], prompts[part], metadata[part], key), chunks))
         return RewardResult(
             scores=np.concatenate([p.scores for p in parts]),

@@ -2,14 +2,19 @@
 
 The key is read where the calls are made (the driver, or the reward's own Ray actor) and never stored on the
 reward, so it is not pickled into an actor or written anywhere; :func:`redact` scrubs it from any text that
-could reach a log or an error (a server may echo a request header back in its error body).
+could reach a log or an error (a server may echo a request header back in its error body). It is read without
+surrounding whitespace (a Kubernetes Secret made with ``echo`` ends in a newline) and refused with a control
+character or whitespace inside it (:mod:`omni_rl.config.secret_env`): ``http.client`` quotes a header it refuses
+whole, key included, in its error.
 """
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from omni_rl.errors import ConfigError
+from omni_rl.config.secret_env import read_secret, secret_problem
+from omni_rl.errors import ConfigError, RuntimeFailure
 
 MASK = "***"
 
@@ -19,19 +24,50 @@ def read_api_key(env_name: str, reward: str) -> str:
     (exit 2, like any setup mistake the user fixes before the run: it is raised while the reward is built)."""
     if not env_name:
         return ""
-    key = os.environ.get(env_name, "")
+    key = read_secret(env_name)
     if not key:
         raise ConfigError(
             f"the {reward} reward's API key variable {env_name} (options.api_key_env) is not set in this process",
             hint=f"export {env_name}=<your key> before starting the run (on every Ray node that scores this "
             'reward), or set options.api_key_env = "" for a server without authentication',
         )
+    problem = secret_problem(key)
+    if problem is not None:  # the value is never quoted: only the variable's name
+        raise ConfigError(
+            f"the {reward} reward's API key variable {env_name} (options.api_key_env) {problem}",
+            hint=f"re-export {env_name} with the key alone (e.g. from a Kubernetes Secret made with `printf`, "
+            "not `echo`); `omni-rl check` finds this before a run starts",
+        )
     return key
 
 
+def secret_forms(secret: str) -> list[str]:
+    """Every way ``secret`` can appear in an error's text, longest first: as it is, without surrounding
+    whitespace, and escaped as ``repr`` writes it (``b'Bearer sk-...\\n'`` in http.client's refusal of a header)."""
+    forms = {secret, secret.strip()}
+    forms |= {repr(form)[1:-1] for form in list(forms)} | {repr(form.encode())[2:-1] for form in list(forms)}
+    return sorted((form for form in forms if form), key=len, reverse=True)
+
+
 def redact(text: str, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` replaced by ***."""
-    return text.replace(secret, MASK) if secret else text
+    """``text`` with every occurrence of ``secret`` (in each of its :func:`secret_forms`) replaced by ***."""
+    for form in secret_forms(secret) if secret else ():
+        text = text.replace(form, MASK)
+    return text
+
+
+@contextmanager
+def key_kept_out(secret: str, reward: str) -> Iterator[None]:
+    """Re-raise an exception whose text holds ``secret`` as a RuntimeFailure with the key masked (and no
+    traceback, whose frames could quote it): the last guard for an error no handler expected (e.g. a library
+    that quotes a header it refuses). Exceptions without the key pass through unchanged."""
+    try:
+        yield
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        if not secret or redact(text, secret) == text:
+            raise
+        raise RuntimeFailure(f"the {reward} reward failed: {redact(text, secret)}") from None
 
 
 def redacted_excerpt(text: str, secret: str, limit: int) -> str:

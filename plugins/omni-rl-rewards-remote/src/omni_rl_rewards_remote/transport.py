@@ -1,9 +1,9 @@
 """One JSON POST with timeouts and retries with exponential back-off (standard library only).
 
 Retried: connection errors, timeouts, HTTP 429 and 5xx (a server that is loading, overloaded or restarting).
-Final at once: other HTTP errors (a wrong model name, a bad key, a malformed request won't get better). Every
-failure ends in a :class:`RemoteCallError` whose message names the URL and the last cause, with the API key
-scrubbed out.
+Final at once: other HTTP errors (a wrong model name, a bad key, a malformed request won't get better) and a
+request ``http.client`` refuses to send (a header value it rejects). Every failure ends in a
+:class:`RemoteCallError` whose message names the URL and the last cause, with the API key scrubbed out.
 """
 
 from __future__ import annotations
@@ -103,6 +103,9 @@ def post_json(
             else:
                 reason = redact(f"{type(cause).__name__}: {cause}", secret)
             retryable, retry_after = True, None
+        except ValueError as exc:  # http.client refusing a header value: its text quotes the header, key and all
+            reason = redact(f"{type(exc).__name__}: {exc}", secret)
+            retryable, retry_after = False, None
         if not retryable or attempt == attempts - 1:
             tries = f" after {attempt + 1} attempts" if attempt else ""
             raise RemoteCallError(f"POST {url} failed{tries}: {reason}", retryable=retryable, attempts=attempt + 1)

@@ -26,7 +26,7 @@ from omni_rl.reporting.video_grids import frame_indices
 from omni_rl.rewards.protocol import png_data_url
 from omni_rl_rewards_remote.config import VlmJudgeConfig
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
-from omni_rl_rewards_remote.secrets import auth_headers, read_api_key, redact, redacted_excerpt
+from omni_rl_rewards_remote.secrets import auth_headers, key_kept_out, read_api_key, redact, redacted_excerpt
 from omni_rl_rewards_remote.templates import resolve_template
 from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
 
@@ -77,8 +77,12 @@ class VlmJudgeReward:
         key = read_api_key(self.config.api_key_env, "vlm_judge")
         if not len(array):
             return RewardResult(scores=np.zeros(0))
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(array))) as pool:
-            verdicts = list(pool.map(lambda job: self._judge(*job, key), zip(array, prompts, scorers, strict=True)))
+        jobs = zip(array, prompts, scorers, strict=True)
+        with (
+            key_kept_out(key, "vlm_judge"),
+            ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(array))) as pool,
+        ):
+            verdicts = list(pool.map(lambda job: self._judge(*job, key), jobs))
         failed = [v for v in verdicts if v.error]
         if failed:
             log.warning(
