@@ -159,3 +159,66 @@ def test_serve_reward_stops_on_sigterm_and_leaves_no_process(tmp_path: Path) -> 
     text = log.read_text()
     assert "Traceback" not in text and "SIGTERM received" not in text, text[-3000:]
     _assert_nothing_left(marker)
+
+
+def _children(pid: int) -> list[str]:
+    """The command lines of ``pid``'s child processes (``/proc/<pid>/task/*/children``)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            with contextlib.suppress(OSError):
+                found.append((Path("/proc") / child / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+    return found
+
+
+def test_sigterm_while_ray_starts_stops_once_it_is_up_with_one_line_and_143(tmp_path: Path, tiny_sd3: Path) -> None:
+    """qa-2026-12 N10: SIGTERM inside ``ray.init`` met Ray's own handler (``sys.exit(15)``): exit 15, no message,
+    the session folder left behind. The run's handler now stays in place through Ray's start-up."""
+    out, log, marker = tmp_path / "run", tmp_path / "run.log", uuid.uuid4().hex
+    proc = _spawn(_run_args(out, tiny_sd3), log, marker)
+    try:
+        # Ray's GCS is the first process ray.init starts: from then on, and for seconds, ray.init is running
+        _wait_for(lambda: any("gcs_server" in c for c in _children(proc.pid)), proc, log, timeout=120)
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143, log.read_text()[-3000:]
+    finally:
+        _kill_group(proc)
+    text = log.read_text()
+    assert "SIGTERM: stopping as soon as Ray has started" in text, text[-3000:]
+    assert "error: interrupted (SIGTERM) while Ray was starting; nothing was trained" in text, text[-3000:]
+    assert "Traceback" not in text and "SIGTERM received" not in text, text[-3000:]
+    assert not (out / "metrics.jsonl").exists() and checkpoint.latest_checkpoint(out) is None
+    _assert_nothing_left(marker)
+
+
+RAY_SIGNALS = """
+import os, signal, threading, time
+import ray
+from omni_rl.runtime.ray_signals import init_keeping_handlers, rearm
+
+seen = []
+signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(ray.is_initialized()))
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()  # while ray.init runs
+init_keeping_handlers(ray.init)(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+os.kill(os.getpid(), signal.SIGTERM)  # Ray started: its core's C-level SIGTERM handler is replaced again
+time.sleep(0.2)
+ray.shutdown()
+rearm()  # shutdown reset SIGTERM's C-level action to the default (death), behind Python's back
+os.kill(os.getpid(), signal.SIGTERM)  # the second signal after a run's last checkpoint
+time.sleep(0.2)
+print("handled", seen)
+"""
+
+
+def test_ray_start_up_and_shutdown_keep_the_drivers_sigterm_handler() -> None:
+    """The mechanism under both N10 findings, signal by signal (a run's exit adds timing around it): Ray's start-up
+    installs SIGTERM handlers of its own, and its shutdown resets the C-level action, so without omni_rl's wrapper
+    and re-arm the first and the last of these signals kill the process (exit 15 / -15) instead of being handled."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", RAY_SIGNALS], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "handled [False, True, False]" in done.stdout, done.stdout + done.stderr[-3000:]

@@ -13,6 +13,7 @@ from omni_rl.config import check_prompt_sources, load_config, resolved_toml
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.errors import RuntimeFailure
 from omni_rl.registry import Registry
+from omni_rl.train.frame_counts import check_frame_counts
 from omni_rl.train.preflight import preflight
 
 #: Modules whose absence means "the training extra is not installed", not a bug.
@@ -33,6 +34,10 @@ def run_run(args: argparse.Namespace, output: Output, registry: Registry) -> int
     if args.print_config:
         output.plain(resolved_toml(config))
         return 0
+    # a video pipeline's frame count, read from its local VAE config: refused before the run directory exists, not
+    # by a worker in step 1 after Ray and the model started (the rest of `check`'s preflight is left to the workers,
+    # which may see other paths and variables than this machine when they run on a cluster)
+    check_frame_counts(config, source=str(args.config))
     try:
         from omni_rl.train.trainer import train
     except ImportError as exc:

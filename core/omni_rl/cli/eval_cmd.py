@@ -4,16 +4,21 @@ score them with the benchmark plugin and print its table (omni_rl.evaluation.loo
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
+from omni_rl.cli.eval_plan import EvalJob, check_numbers, comparison_out, parse_device, plan_jobs, resume_command
 from omni_rl.cli.output import Output
 from omni_rl.cli.quiet import quiet_libraries
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError
+from omni_rl.evaluation.interrupts import StopOnSignal
 from omni_rl.registry import Registry
+from omni_rl.rundir.lock import RunLock
 from omni_rl.rundir.writable import writable_directory
 
 #: ``--set benchmark.<option>=value`` sets the benchmark's options; every other ``--set`` the generator's config
@@ -59,101 +64,124 @@ def add_eval_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run_eval_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+    """Everything that can be refused is refused before anything is written or loaded (omni_rl.cli.eval_plan);
+    then each output folder is locked (one evaluation per folder) and the models are evaluated in turn."""
     from omni_rl.config import structure_options
-    from omni_rl.config.overrides import parse_override
+    from omni_rl.evaluation.generator import check_generator_config, target_kind
+    from omni_rl.evaluation.loop import EvalSettings, check_info
 
     registry.validate()
     spec = registry.get("benchmark", args.benchmark)
+    benchmark_options, generator_overrides = _split_sets(args.set or ())
+    options = structure_options(spec, benchmark_options, "$.benchmark.options")
+    check_numbers(args)
+    device = parse_device(args.device)
+    target = _target(args.target)
+    if args.compare is not None:
+        _check_compare(target, args.compare)
+    kind = target_kind(target, args.step)
+    jobs = plan_jobs(args, spec.name, target, kind)
+    compared = comparison_out(args, spec.name, target) if args.compare is not None else None
+    outs = [job.out for job in jobs] + ([compared] if compared is not None else [])
+    for out in outs:
+        writable_directory(str(out), "--out")
+    with quiet_libraries(enabled=not output.debug):
+        benchmark = spec.factory(options, BuildContext(device=device, registry=registry, section="$.benchmark"))
+        defaults = getattr(benchmark, "pipeline_overrides", None)  # optional member: a pipeline's own settings
+        pipeline_defaults = list(defaults(target)) if defaults is not None and kind == "pipeline" else []
+        check_generator_config(target, generator_overrides, registry, pipeline_defaults)
+        settings = EvalSettings(
+            benchmark=spec.name,
+            images_per_prompt=args.images_per_prompt or benchmark.images_per_prompt,
+            seed=args.seed,
+            limit=args.limit,
+        )
+        for job in jobs:  # another evaluation's folder: refused now, not after the first model was sampled
+            check_info(job.out, settings, {"target": str(target.resolve()), "step": job.step})
+        with contextlib.ExitStack() as held:
+            for out in outs:
+                held.enter_context(RunLock(out, where="--out", what="omni-rl process", hint=_LOCK_HINT))
+            held.enter_context(StopOnSignal(output.err, lambda: resume_command(args, jobs)))
+            summaries = []
+            for job in jobs:
+                summary = _evaluate(
+                    output, registry, benchmark, settings, target, job, generator_overrides, pipeline_defaults, device
+                )
+                if compared is None:
+                    output.print(Text(summary.text))
+                    output.success(
+                        f"wrote {job.out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images"
+                    )
+                    return 0
+                output.print(Text(f"step {job.step} ({job.out}):\n{summary.text}\n"))
+                summaries.append(summary)
+            return _write_comparison(args, output, spec.name, compared, summaries)
+
+
+#: what a second ``omni-rl eval`` into a folder in use is told
+_LOCK_HINT = (
+    "wait for that command to end or stop it (what it scored is kept), or choose another --out directory; nothing "
+    "was changed"
+)
+
+
+def _split_sets(texts: Iterable[str]) -> tuple[dict[str, Any], list[str]]:
+    """``--set benchmark.<option>=V`` into the benchmark's options; every other ``--set`` for the generator."""
+    from omni_rl.config.overrides import parse_override
+
     benchmark_options: dict[str, Any] = {}
     generator_overrides = []
-    for text in args.set or ():
+    for text in texts:
         if text.startswith(BENCHMARK_PREFIX):
             override = parse_override(text[len(BENCHMARK_PREFIX) :])
             benchmark_options[".".join(override.keys)] = override.value
         else:
             generator_overrides.append(text)
-    options = structure_options(spec, benchmark_options, "$.benchmark.options")
-    if args.images_per_prompt is not None and args.images_per_prompt < 1:
-        raise ConfigError(f"--images-per-prompt must be >= 1, got {args.images_per_prompt}")
-    target = _target(args.target)
-    if args.compare is not None:
-        _check_compare(target, args.compare)
-    device = _device(args.device)
-    with quiet_libraries(enabled=not output.debug):
-        benchmark = spec.factory(options, BuildContext(device=device, registry=registry, section="$.benchmark"))
-        if args.compare is None:
-            out, summary = _evaluate(
-                args, output, registry, benchmark, spec.name, target, args.step, generator_overrides, device
-            )
-            output.print(Text(summary.text))
-            output.success(f"wrote {out / 'summary.json'}, summary.csv, summary.txt, results.jsonl and the images")
-            return 0
-        summaries = []
-        for step in args.compare:
-            out, summary = _evaluate(
-                args, output, registry, benchmark, spec.name, target, step, generator_overrides, device
-            )
-            output.print(Text(f"step {step} ({out}):\n{summary.text}\n"))
-            summaries.append(summary)
-    return _write_comparison(args, output, spec.name, target, summaries)
+    return benchmark_options, generator_overrides
 
 
 def _evaluate(
-    args: argparse.Namespace,
     output: Output,
     registry: Registry,
     benchmark: Any,
-    name: str,
+    settings: Any,
     target: Path,
-    step: int | None,
+    job: EvalJob,
     overrides: list[str],
+    pipeline_defaults: list[str],
     device: str,
-) -> tuple[Path, Any]:
-    """Sample and score one model (a run's checkpoint ``step``, or the pipeline): its output folder and summary."""
+) -> Any:
+    """Sample and score one model (a run's checkpoint ``job.step``, or the pipeline) into ``job.out``."""
     import gc
 
     from omni_rl.evaluation.generator import load_generator
-    from omni_rl.evaluation.loop import EvalSettings, run_eval
+    from omni_rl.evaluation.loop import run_eval
 
-    defaults = getattr(benchmark, "pipeline_overrides", None)  # optional member: a pipeline's own settings
-    pipeline = (target / "model_index.json").is_file()
     generator = load_generator(
         target,
-        step=step,
+        step=job.step,
         overrides=overrides,
         registry=registry,
         device=device,
-        pipeline_defaults=defaults(target) if defaults is not None and pipeline else (),
+        pipeline_defaults=pipeline_defaults,
     )
-    if not args.out:
-        out = _default_out(args, name, target, generator)
-    else:
-        out = Path(args.out) / f"step_{generator.info['step']}" if args.compare is not None else Path(args.out)
-    writable_directory(str(out), "--out")
-    settings = EvalSettings(
-        benchmark=name,
-        images_per_prompt=args.images_per_prompt or benchmark.images_per_prompt,
-        seed=args.seed,
-        limit=args.limit,
-    )
+    name = settings.benchmark
     summary = run_eval(
         benchmark,
         generator,
-        out,
+        job.out,
         settings,
         progress=lambda done, total: output.err.print(Text(f"{name}: {done}/{total} prompts scored")),
     )
     del generator
     gc.collect()  # the next --compare step loads its own model: free this one first
-    return out, summary
+    return summary
 
 
-def _write_comparison(args: argparse.Namespace, output: Output, name: str, target: Path, summaries: list[Any]) -> int:
+def _write_comparison(args: argparse.Namespace, output: Output, name: str, out: Path, summaries: list[Any]) -> int:
     from omni_rl.evaluation.compare import write_comparison
 
     first, second = args.compare
-    out = Path(args.out) if args.out else target / "eval" / f"{name}_step_{first}_vs_{second}"
-    writable_directory(str(out), "--out")
     text = write_comparison(out, name, (f"step {first}", f"step {second}"), summaries[0], summaries[1])
     output.print(Text(text))
     output.success(f"wrote {out / 'comparison.txt'}, comparison.json and comparison.csv")
@@ -178,23 +206,3 @@ def _check_compare(target: Path, steps: list[int]) -> None:
         )
     if steps[0] == steps[1]:
         raise ConfigError(f"--compare needs two different steps, got {steps[0]} twice")
-
-
-def _device(option: str) -> str:
-    if option != "auto":
-        return option
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _default_out(args: argparse.Namespace, name: str, target: Path, generator: Any) -> Path:
-    """A run's ``eval/<benchmark>_step_<N>``; beside a pipeline, ``<name>-eval/<benchmark>`` (in the working
-    directory for a ``package:`` pipeline: never inside an installed package)."""
-    from omni_rl.package_paths import is_package_path
-
-    info = generator.info
-    if info.get("kind") == "run":
-        return target / "eval" / f"{name}_step_{info['step']}"
-    parent = Path.cwd() if is_package_path(args.target) else target.parent
-    return parent / f"{target.name}-eval" / name

@@ -83,6 +83,7 @@ def resolve_config(raw: Mapping[str, Any], registry: Registry, source: str = "<c
         problems += _sharding_problems(file)
         problems += _auto_batch_problems(file)
         problems += _speed_option_problems(file)
+        problems += _cuda_only_problems(file)
         problems += _eval_reward_problems(file)
         problems += _component_check_problems(file, chosen)
     if problems or file is None:
@@ -137,7 +138,7 @@ def _auto_batch_problems(file: TrainConfig) -> list[str]:
 def _speed_option_problems(file: TrainConfig) -> list[str]:
     """A compiled model (``[model] options.compile``) runs other kernels with gradients than without, and a graphed
     one (``options.cuda_graphs``) replays captured no-grad calls, so the first step's on-policy ratio is exactly 1
-    only when the update recomputes the old log-probs (through its trained forward, omni_rl_sd3.speed); the
+    only when the update recomputes the old log-probs (through its trained forward, omni_rl_pipelines.speed); the
     rollout's own log-probs would be off in the last bits. CUDA graphs read the weights where they were at capture,
     which FSDP2's per-forward all-gather into new memory breaks."""
     options = file.model.options
@@ -165,6 +166,34 @@ def _speed_option_problems(file: TrainConfig) -> list[str]:
             "sharded weights into new memory every call, and a graph replays the memory it was captured with); set "
             'cuda_graphs = false, or strategy = "ddp" @ $.model.options.cuda_graphs'
         )
+    return problems
+
+
+#: ``[model] options`` that need a CUDA GPU in the policy workers: (option, its values that do, what they are)
+CUDA_ONLY_OPTIONS = (
+    ("cuda_graphs", (True,), "graphs are captured and replayed on it"),
+    ("attention_backend", ("flash", "cudnn", "efficient"), "a fused attention kernel"),
+)
+
+
+def _cuda_only_problems(file: TrainConfig) -> list[str]:
+    """``cuda_graphs = true`` or a fused attention kernel with ``[cluster] gpus_per_worker = 0``: the policy workers
+    run on the CPU, where the model refuses them when it is built (after Ray and the model load). Read by name, as
+    every diffusers model adapter spells them (omni_rl_pipelines.speed)."""
+    if file.cluster.gpus_per_worker > 0:
+        return []
+    options = file.model.options
+    problems = []
+    for key, values, what in CUDA_ONLY_OPTIONS:
+        value = options.get(key)
+        if any(value is v if isinstance(v, bool) else value == v for v in values):
+            shown = "true" if value is True else f'"{value}"'
+            off = "false" if value is True else '"default" (or "math")'
+            problems.append(
+                f"invalid value: {key} = {shown} needs a CUDA GPU ({what}), but [cluster] gpus_per_worker = 0 runs "
+                f"the workers on the CPU; set {key} = {off}, or gpus_per_worker = 1 to train on GPUs "
+                f"@ $.model.options.{key}"
+            )
     return problems
 
 

@@ -58,17 +58,44 @@ def load_generator(
     ``pipeline_defaults``: overrides applied before ``overrides`` to a pipeline directory's default tables only
     (a benchmark's ``pipeline_overrides``); a run directory keeps its own config."""
     path = Path(target)
+    if target_kind(path, step) == "run":
+        return _from_run(path, step, list(overrides), registry, device)
+    return _from_pipeline(path, [*pipeline_defaults, *overrides], registry, device)
+
+
+def target_kind(target: Path, step: int | None = None) -> str:
+    """``"run"`` (holds ``config.resolved.toml``) or ``"pipeline"`` (holds ``model_index.json``); a ConfigError
+    for anything else, or for ``--step`` with a pipeline."""
     from omni_rl.config import RESOLVED_CONFIG
 
-    if (path / RESOLVED_CONFIG).is_file():
-        return _from_run(path, step, list(overrides), registry, device)
-    if (path / "model_index.json").is_file():
+    if (target / RESOLVED_CONFIG).is_file():
+        return "run"
+    if (target / "model_index.json").is_file():
         if step is not None:
             raise ConfigError("--step applies to a run directory, not a pipeline directory", hint=_TARGET_HINT)
-        return _from_pipeline(path, [*pipeline_defaults, *overrides], registry, device)
+        return "pipeline"
     raise ConfigError(
         f"{str(target)!r} is neither an omni-rl run directory nor a pipeline directory", hint=_TARGET_HINT
     )
+
+
+def check_generator_config(
+    target: Path, overrides: Iterable[str], registry: Registry, pipeline_defaults: Iterable[str] = ()
+) -> None:
+    """Resolve what :func:`load_generator` would build, without building it (no weight is read): a ``--set`` that
+    does not fit is refused before ``omni-rl eval`` writes or loads anything."""
+    from omni_rl.config import RESOLVED_CONFIG, load_config, structure_options
+    from omni_rl.config.overrides import apply_overrides
+
+    if target_kind(target) == "run":
+        load_config(target / RESOLVED_CONFIG, list(overrides), registry)
+        return
+    tables = apply_overrides(default_tables(target), [*pipeline_defaults, *overrides])
+    for kind in ("model", "sampler", "rollout"):
+        table = tables.get(kind, {})
+        if kind == "model" and not table.get("name"):
+            return  # _from_pipeline names the fix
+        structure_options(registry.get(kind, str(table.get("name", ""))), table.get("options", {}), f"$.{kind}.options")
 
 
 def _from_run(run_dir: Path, step: int | None, overrides: list[str], registry: Registry, device: str) -> Generator:

@@ -68,10 +68,14 @@ def run_eval(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> BenchmarkSummary:
-    """Evaluate ``generator`` on ``benchmark`` into ``out`` (resuming what is there) and write the report."""
-    out.mkdir(parents=True, exist_ok=True)
-    _check_or_write_info(out, settings, generator.info)
+    """Evaluate ``generator`` on ``benchmark`` into ``out`` (resuming what is there) and write the report.
+
+    Nothing is written before the settings are known to be valid (an invalid ``--limit`` used to leave an
+    ``eval_info.json`` behind that refused the corrected command)."""
     selected = select_prompts(benchmark.prompts(), settings.limit)
+    check_info(out, settings, generator.info)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_info(out, settings, generator.info)
     done = _read_results(out / RESULTS)
     k = settings.images_per_prompt
     todo = [(i, r) for i, r in selected if any((i, s) not in done for s in range(k))]
@@ -155,27 +159,35 @@ def _save_png(path: Path, image: np.ndarray) -> None:
     Image.fromarray(np.asarray(image, dtype=np.uint8)).save(path)
 
 
-def _check_or_write_info(out: Path, settings: EvalSettings, generator_info: dict[str, Any]) -> None:
-    """Write ``eval_info.json``, or refuse to resume into a directory evaluated with other settings."""
-    info = {"settings": attrs.asdict(settings), "generator": generator_info}
+def check_info(out: Path, settings: EvalSettings, generator_info: dict[str, Any]) -> None:
+    """Refuse to resume into a directory evaluated with other settings (``eval_info.json``'s settings, target and
+    step; ``generator_info`` needs only those two). Writes nothing, so ``omni-rl eval`` asks it of every output
+    folder before it loads a model."""
     path = out / INFO
-    if path.is_file():
-        try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            previous = {}
-        fixed = ("target", "step")
-        before = {**previous.get("settings", {}), **{k: previous.get("generator", {}).get(k) for k in fixed}}
-        now = {**info["settings"], **{k: generator_info.get(k) for k in fixed}}
-        changed = sorted(key for key in now if before.get(key) != now[key])
-        if changed:
-            what = ", ".join(f"{key}: {before.get(key)!r} -> {now[key]!r}" for key in changed)
-            raise ConfigError(
-                f"{str(out)!r} holds an evaluation with other settings ({what})",
-                hint="choose another --out directory, or rerun with the same settings to resume it",
-            )
+    if not path.is_file():
         return
-    path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        previous = {}
+    fixed = ("target", "step")
+    before = {**previous.get("settings", {}), **{k: previous.get("generator", {}).get(k) for k in fixed}}
+    now = {**attrs.asdict(settings), **{k: generator_info.get(k) for k in fixed}}
+    changed = sorted(key for key in now if before.get(key) != now[key])
+    if changed:
+        what = ", ".join(f"{key}: {before.get(key)!r} -> {now[key]!r}" for key in changed)
+        raise ConfigError(
+            f"{str(out)!r} holds an evaluation with other settings ({what})",
+            hint="choose another --out directory, or rerun with the same settings to resume it",
+        )
+
+
+def _write_info(out: Path, settings: EvalSettings, generator_info: dict[str, Any]) -> None:
+    """``eval_info.json`` (once: a resumed evaluation keeps the first one's, whose settings are the same)."""
+    path = out / INFO
+    if not path.is_file():
+        info = {"settings": attrs.asdict(settings), "generator": generator_info}
+        path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 def _read_results(path: Path) -> dict[tuple[int, int], ImageResult]:

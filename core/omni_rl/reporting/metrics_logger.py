@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,10 @@ class MetricsLogger:
     ``config`` (the resolved, TOML-shaped config) is recorded by the backends that show a run's config; the run
     is named after its directory. ``first_step`` is the first step this logger will write (a resumed run's first
     recomputed step): backends that keep their own history hide what an earlier attempt logged from it on.
+
+    Off a terminal (a log file, a pipe, CI) there is no bar to redraw: rich printed the bar once, at the end, cut to
+    80 columns (``train ... 80... 0:... 0:...``). There each logged step prints one whole line instead
+    (:func:`progress_line`), which is what a log file wants.
     """
 
     def __init__(
@@ -61,6 +66,10 @@ class MetricsLogger:
         self.path = run_dir / "metrics.jsonl"
         self.console = console
         self.show_console = "console" in backends
+        #: off a terminal: one plain line per logged step instead of the live bar
+        self.plain = self.show_console and not console.is_terminal
+        self._started = time.monotonic()
+        self._first_done: float | None = None  # steps already done when the first row was logged (a resume)
         self._file = self.path.open("a", encoding="utf-8")
         self.progress = Progress(
             TextColumn("[bold]train"),
@@ -70,11 +79,12 @@ class MetricsLogger:
             TimeRemainingColumn(),
             TextColumn("{task.fields[headline]}"),
             console=console,
-            disable=not self.show_console,
+            disable=not self.show_console or self.plain,
         )
         self.task = self.progress.add_task("train", total=total_steps, headline="")
 
     def __enter__(self) -> MetricsLogger:
+        self._started = time.monotonic()
         self.progress.start()
         return self
 
@@ -95,7 +105,16 @@ class MetricsLogger:
             for key in HEADLINE
             if key in metrics
         )
+        task = self.progress.tasks[0]
+        if self._first_done is None:
+            self._first_done = float(task.completed)
         self.progress.update(self.task, advance=1 if advance else 0, headline=headline)
+        if self.plain:
+            elapsed = time.monotonic() - self._started
+            done = task.completed - self._first_done
+            left = elapsed / done * (task.total - task.completed) if done > 0 and task.total is not None else None
+            line = progress_line(int(task.completed), int(task.total or 0), elapsed, left, headline)
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def log_images(self, step: int, tag: str, path_or_array: Path | str | np.ndarray) -> None:
         """Send an image grid (a saved PNG, or uint8 (H, W, 3)) to the backends that show images."""
@@ -124,8 +143,21 @@ class MetricsLogger:
             backend.log_video(step, tag, frames, rate)
 
     def print(self, message: str) -> None:
+        """A line above the bar (rich markup), never folded: a checkpoint path or a reward's failure stays whole in
+        a log file, where rich would otherwise wrap it at 80 columns."""
         if self.show_console:
-            self.progress.console.print(message)
+            self.progress.console.print(message, soft_wrap=True)
+
+
+def progress_line(done: int, total: int, elapsed: float, left: float | None, headline: str) -> str:
+    """``train 3/80  0:00:42 elapsed  0:17:58 left  mean=0.51  loss=0.0012``: the bar's fields, whole, as text."""
+    remaining = f"  {_duration(left)} left" if left is not None else ""
+    return f"train {done}/{total}  {_duration(elapsed)} elapsed{remaining}" + (f"  {headline}" if headline else "")
+
+
+def _duration(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
 def _image_array(path_or_array: Path | str | np.ndarray) -> np.ndarray:

@@ -35,7 +35,9 @@ def resolve_run_start(config: ResolvedConfig) -> RunStart:
     # node would resolve a relative path in its own working directory
     run_dir = Path(config.run.output_dir).expanduser().absolute()
     resume = config.run.resume
-    has_run = (run_dir / "metrics.jsonl").exists() or bool(list_checkpoints(run_dir))
+    # an empty metrics.jsonl is a run that stopped before logging its first step (a config error a worker found at
+    # step 1): nothing to keep, so the corrected command starts afresh instead of being refused
+    has_run = holds_metrics(run_dir / "metrics.jsonl") or bool(list_checkpoints(run_dir))
     if resume == "never":
         if has_run:
             raise ConfigError(
@@ -62,10 +64,26 @@ def resolve_run_start(config: ResolvedConfig) -> RunStart:
     return RunStart(run_dir, (checkpoint,))
 
 
+def holds_metrics(path: Path) -> bool:
+    """Whether ``path`` (a ``metrics.jsonl``) holds anything but whitespace: a logged step."""
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 16):
+                if chunk.strip():
+                    return True
+    except FileNotFoundError:
+        return False
+    return False
+
+
 def start_fresh(run_dir: Path) -> None:
-    """No checkpoint to continue from: an old ``metrics.jsonl`` is kept as a backup, not appended to."""
-    if (run_dir / "metrics.jsonl").exists():
-        shutil.move(run_dir / "metrics.jsonl", run_dir / f"metrics.{int(time.time())}.jsonl")
+    """No checkpoint to continue from: an old ``metrics.jsonl`` is kept as a backup, not appended to (an empty one,
+    of a run that logged nothing, is removed)."""
+    path = run_dir / "metrics.jsonl"
+    if holds_metrics(path):
+        shutil.move(path, run_dir / f"metrics.{int(time.time())}.jsonl")
+    elif path.is_file():
+        path.unlink()
 
 
 def truncate_metrics(path: Path, after_step: int) -> None:

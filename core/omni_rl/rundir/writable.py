@@ -9,6 +9,7 @@ and the model had started. Each function returns nothing or raises a :class:`~om
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from omni_rl.errors import ConfigError
@@ -37,6 +38,21 @@ def writable_directory(path: str | Path, where: str) -> None:
             f"cannot write in {str(existing)!r} (permission denied), so {str(path)!r} cannot be written @ {where}",
             hint="choose a directory you can write to",
         )
+    _probe(existing, path, where)
+
+
+def _probe(existing: Path, path: Path, where: str) -> None:
+    """Create (and remove) an empty directory in ``existing``: ``os.access`` says yes for root everywhere, and for
+    anyone on a read-only mount or a kernel filesystem such as ``/proc``, where ``mkdir`` then fails (ENOENT,
+    EROFS, EPERM) as a raw exception after the work started."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".omni-rl-write-check-", dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"cannot create directories in {str(existing)!r} ({reason}), so {str(path)!r} cannot be written @ {where}",
+            hint="choose a directory on a writable filesystem (not under /proc or /sys, not a read-only mount)",
+        ) from None
 
 
 def writable_file(path: str | Path, where: str, example: str = "out.png") -> None:

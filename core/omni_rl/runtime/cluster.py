@@ -9,9 +9,16 @@ from contextlib import contextmanager
 
 from omni_rl.config.schema import ClusterConfig
 from omni_rl.errors import RuntimeFailure
+from omni_rl.runtime.local_ray import embedded_init_options, prefer_loopback_node
 from omni_rl.runtime.ray_auth import prepare_auth
-from omni_rl.runtime.ray_session_dir import embedded_session_dir, remove_session_dir
-from omni_rl.runtime.worker_logs import filter_worker_logs
+from omni_rl.runtime.ray_session_dir import (
+    embedded_session_dir,
+    mark_session_dir,
+    remove_session_dir,
+    remove_stale_session_dirs,
+)
+from omni_rl.runtime.ray_signals import init_keeping_handlers, rearm
+from omni_rl.runtime.worker_logs import filter_worker_logs, plain_prefixes
 
 
 @contextmanager
@@ -25,6 +32,9 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
     description for the console.
     """
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    plain_prefixes()  # no ANSI colour around the workers' line prefixes under NO_COLOR or into a log file
+    if cluster.address == "local":
+        prefer_loopback_node()  # before Ray is imported: an embedded cluster listens on 127.0.0.1 (local_ray)
     import ray
 
     started = False
@@ -37,16 +47,23 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
             "log_to_driver": True,
             "runtime_env": {"env_vars": worker_env()},
         }
+        init = init_keeping_handlers(ray.init)  # a SIGTERM while Ray starts reaches the run's handler, not Ray's
         try:
             if cluster.address == "local":
+                remove_stale_session_dirs()  # what killed runs left (their driver and Ray's agents gone)
                 need = sum(count * max(bundle["CPU"], 1.0) for _, count, bundle in _worker_kinds(cluster))
                 need += sum(actor.get("CPU", 0.0) for actor in reward_actors)
                 # address="local" forces a new embedded cluster: a bare ray.init() would silently join any
                 # cluster a `ray start` left running on this machine.
-                ray.init(address="local", num_cpus=max(int(need + 0.999), os.cpu_count() or 1), **kwargs)
+                init(
+                    address="local",
+                    num_cpus=max(int(need + 0.999), os.cpu_count() or 1),
+                    **kwargs,
+                    **embedded_init_options(),  # no Prometheus exporter on 0.0.0.0 (local_ray)
+                )
                 description = "started an embedded local Ray"
             else:
-                ray.init(address=cluster.address, **kwargs)
+                init(address=cluster.address, **kwargs)
                 description = f"joined the Ray cluster at {cluster.address}"
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RuntimeFailure(
@@ -57,12 +74,15 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
         started = True
         filter_worker_logs()
     session = embedded_session_dir() if started and cluster.address == "local" else None
+    if session is not None:
+        mark_session_dir(session)  # so that the next start can remove it if this run is killed
     try:
         _check_resources(cluster, reward_actors)
         yield f"{description} ({_resource_summary()})"
     finally:
         if started:
             ray.shutdown()
+            rearm()  # shutdown reset SIGTERM's C-level action: a second signal now would kill without a word
         if session is not None:
             remove_session_dir(session)
 

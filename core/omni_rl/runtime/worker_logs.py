@@ -10,6 +10,8 @@ died). Every other worker line passes through unchanged.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -55,4 +57,19 @@ def filter_worker_logs() -> bool:
                 handlers[i] = (name, DropCreationFailures(handler))
                 dispatcher.handlers = handlers
                 return True
+    return False
+
+
+def plain_prefixes() -> bool:
+    """Ray colours each forwarded worker line's ``(PolicyWorker pid=...)`` prefix with ANSI escapes unless
+    ``RAY_COLOR_PREFIX=0`` (read when it prints, in the driver), also under ``NO_COLOR`` and into a log file, where
+    omni-rl's own lines carry none. Set it so when ``NO_COLOR`` is set (https://no-color.org) or stdout is not a
+    terminal, unless ``FORCE_COLOR`` asks for colour; a user's own ``RAY_COLOR_PREFIX`` wins. True when set here."""
+    if "RAY_COLOR_PREFIX" in os.environ:
+        return False
+    no_color = bool(os.environ.get("NO_COLOR"))
+    terminal = sys.stdout is not None and sys.stdout.isatty()
+    if no_color or (not terminal and not os.environ.get("FORCE_COLOR")):
+        os.environ["RAY_COLOR_PREFIX"] = "0"
+        return True
     return False

@@ -1,5 +1,5 @@
 """The step's advantages from its scored rewards, with several ``[[reward]]`` sections combined one of two ways
-(MATH.md, "Multi-reward aggregation"):
+(docs/math.md#multi-reward-aggregation):
 
 - ``"reward"`` (Flow-GRPO; the default): the estimator normalises the weighted sum r = Σ_k w_k r_k.
 - ``"advantage"`` (MixGRPO's ``advantage_aggr``, DanceGRPO's multi-reward training): the estimator normalises each

@@ -8,6 +8,10 @@ Ctrl-C twice.
 
 Exiting at once is safe: checkpoints appear by rename and the ``latest`` pointer by atomic replace, so the worst
 case is an abandoned staging directory that the next checkpoint removes.
+
+The guard is installed before Ray starts, and Ray is kept from replacing it (omni_rl.runtime.ray_signals): a signal
+while Ray starts stops the run as soon as Ray is up (exit 143 / 130, nothing trained), not with Ray's silent
+``exit 15``.
 """
 
 from __future__ import annotations
@@ -21,20 +25,31 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from omni_rl.errors import Interrupted
+
 #: the signals handled, and how messages name them
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+#: what the first signal does, as its line says: during training, and while Ray starts
+FINISH_THE_STEP = "finishing this step and writing a checkpoint"
+STOP_AFTER_RAY_STARTS = "stopping as soon as Ray has started (nothing was trained yet)"
 
 
 class InterruptGuard:
     """First SIGINT or SIGTERM: ``requested`` (the loop finishes the step, checkpoints, stops). Second: exit now,
     with ``last_checkpoint()``'s line (where the last complete checkpoint is, and the resume command) printed.
-    Installed only in the main thread (signal handlers can be set nowhere else), after ``ray.init``: Ray's core
-    installs its own SIGTERM handler (a crash dump, then death) when it starts, which this one replaces. The previous
-    handlers are restored on exit, unless a signal is being handled."""
+    Installed only in the main thread (signal handlers can be set nowhere else), before ``ray.init``, which is kept
+    from installing its own SIGTERM handlers (omni_rl.runtime.ray_signals). ``doing`` is what the first signal's
+    line says will happen. The previous handlers are restored on exit, unless a signal is being handled."""
 
-    def __init__(self, console: Console, last_checkpoint: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        last_checkpoint: Callable[[], str | None] = lambda: None,
+        doing: str = FINISH_THE_STEP,
+    ) -> None:
         self.console = console
         self.last_checkpoint = last_checkpoint
+        self.doing = doing
         self.requested = False
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
@@ -47,6 +62,15 @@ class InterruptGuard:
     @property
     def name(self) -> str:
         return SIGNAL_NAMES.get(self.signum or signal.SIGINT, "signal")
+
+    def stopped_before_training(self) -> Interrupted:
+        """The error ending a run whose signal came before training began (while Ray started): exit 143 / 130."""
+        error = Interrupted(
+            f"interrupted ({self.name}) while Ray was starting; nothing was trained",
+            hint="run the same command again to start the run",
+        )
+        error.exit_code = self.exit_code
+        return error
 
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
@@ -76,6 +100,5 @@ class InterruptGuard:
         self.requested = True
         self.signum = signum
         again = "Ctrl-C" if signum == signal.SIGINT else "signal"
-        self.console.print(
-            f"[yellow]{self.name}: finishing this step and writing a checkpoint ({again} again to quit now)[/]"
-        )
+        # one line, also in a log file (rich would fold it at 80 columns there)
+        self.console.print(f"[yellow]{self.name}: {escape(self.doing)} ({again} again to quit now)[/]", soft_wrap=True)

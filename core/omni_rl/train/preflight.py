@@ -50,7 +50,7 @@ def preflight(config: ResolvedConfig, source: str) -> None:
         lines = "\n".join(f"  - {problem}" for problem in problems)
         raise ConfigError(
             f"{source} is valid, but the run would fail ({count}):\n{lines}",
-            hint="fix each line (found without loading the model or starting Ray; `omni-rl check` lists the same)",
+            hint="fix each line; `omni-rl check` checked this without loading the model or starting Ray",
         )
 
 

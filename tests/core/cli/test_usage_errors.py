@@ -77,6 +77,46 @@ def test_an_output_dir_that_is_a_file_or_read_only_is_a_config_error(
         writable_file(tmp_path / "x.png", "--out")
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs the proc filesystem")
+def test_a_path_under_proc_is_a_usage_error_for_check_run_and_export(
+    write_config: Callable[..., Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    use_registry: Callable[[Registry], Registry],
+    toy_registry: Registry,
+) -> None:
+    """os.access says /proc is writable (for root; and it is a directory), but mkdir there fails with ENOENT: that
+    was a raw FileNotFoundError (exit 1) from `run` and `export`, and `check` passed it."""
+    use_registry(toy_registry)
+    path, prompts = write_config(TOY_CONFIG), tmp_path / "prompts.txt"
+    prompts.write_text("a red square\n")
+    for command in ("check", "run"):
+        err = _usage_error(
+            [command, str(path), "--set", "run.output_dir=/proc/qa_out", "--set", f"data.train={prompts}"], capsys
+        )
+        assert "cannot create directories in '/proc'" in err and "@ $.run.output_dir" in err, err
+    err = _usage_error(["export", str(tmp_path), "--out", "/proc/x"], capsys)
+    assert "cannot create directories in '/proc'" in err and "@ --out" in err
+    assert not Path("/proc/qa_out").exists()
+
+
+def test_a_config_file_or_a_device_as_the_prompt_source_is_refused(
+    write_config: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    use_registry: Callable[[Registry], Registry],
+    toy_registry: Registry,
+) -> None:
+    """A .toml was read as a prompt list (each of its lines a prompt, exit 0), and /dev/zero "did not exist"."""
+    use_registry(toy_registry)
+    path = write_config(TOY_CONFIG)
+    err = _usage_error(["check", str(path), "--set", f"data.train={path}"], capsys)
+    assert f"prompt source '{path}' is a TOML file, not a prompt list @ $.data.train" in err
+    assert "hint: give a .txt (one prompt per line), .jsonl" in err
+    if Path("/dev/zero").exists():
+        err = _usage_error(["check", str(path), "--set", "data.train=/dev/zero"], capsys)
+        assert "prompt source '/dev/zero' is not a regular file @ $.data.train" in err
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [

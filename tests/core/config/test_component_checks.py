@@ -64,3 +64,20 @@ def test_a_section_with_invalid_options_is_not_handed_to_checks(load) -> None:
     with pytest.raises(ConfigError, match=r"(?s)\(1 problem\).*@ \$\.sampler\.options\.window"):
         loader("sampler.options.window=0")
     assert "sampler" not in plugin.seen[-1] and "loss" in plugin.seen[-1]
+
+
+@pytest.mark.parametrize(
+    ("option", "shown"),
+    [("cuda_graphs=true", "cuda_graphs = true"), ('attention_backend="flash"', 'attention_backend = "flash"')],
+)
+def test_cuda_only_model_options_on_cpu_workers_are_refused(load, option: str, shown: str) -> None:
+    """qa-2026-12 N11: these passed `check` and were refused only when the CPU worker built the model."""
+    _, loader = load
+    with pytest.raises(ConfigError) as info:
+        loader(f"model.options.{option}", "cluster.gpus_per_worker=0")
+    key = option.split("=")[0]
+    assert f"  - invalid value: {shown} needs a CUDA GPU (" in str(info.value)
+    assert f"but [cluster] gpus_per_worker = 0 runs the workers on the CPU; set {key} = " in str(info.value)
+    with pytest.raises(ConfigError) as info:  # on GPU workers only the toy model's own refusal of the key is left
+        loader(f"model.options.{option}", "cluster.gpus_per_worker=1")
+    assert "gpus_per_worker = 0" not in str(info.value)

@@ -48,3 +48,36 @@ def test_another_process_holds_it_until_it_ends(tmp_path: Path) -> None:
         holder.wait(timeout=30)
     with RunLock(tmp_path):
         pass
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_run_in(tmp_path: Path) -> None:
+    """N12: the lock is on the directory too, so ``rm .omni-rl.lock`` while a run holds it (a new file is a new
+    inode, which a file lock alone would hand to the next comer) still leaves the directory refused."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        (tmp_path / LOCK_FILE).unlink()
+        for _ in range(2):  # the refused attempt must not leave a file that lets the next one in
+            with (
+                pytest.raises(ConfigError, match=r"is in use by another run .* @ \$\.run\.output_dir"),
+                RunLock(tmp_path),
+            ):
+                pass
+        (tmp_path / LOCK_FILE).write_text("")  # a new lock file, a new inode: still refused
+        with pytest.raises(ConfigError, match="in use by another run"), RunLock(tmp_path):
+            pass
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with RunLock(tmp_path):
+        pass
+
+
+def test_an_evaluation_lock_names_its_option(tmp_path: Path) -> None:
+    holder = RunLock(tmp_path, where="--out", what="evaluation", hint="choose another --out")
+    with holder, pytest.raises(ConfigError) as info, RunLock(tmp_path, where="--out", what="evaluation"):
+        pass
+    assert "is in use by another evaluation (pid " in info.value.message
+    assert info.value.message.endswith("@ --out")

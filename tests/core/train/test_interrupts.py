@@ -37,3 +37,18 @@ def test_the_resume_command_survives_the_shell(tmp_path: Path, name: str) -> Non
     run_dir = tmp_path / name
     words = shlex.split(Trainer.resume_command(run_dir))
     assert words == ["omni-rl", "run", str(run_dir / "config.resolved.toml"), "--set", "run.resume=auto"]
+
+
+def test_a_signal_while_ray_starts_says_so_and_ends_with_its_exit_code() -> None:
+    from omni_rl.train.interrupts import STOP_AFTER_RAY_STARTS
+
+    out = io.StringIO()
+    guard = InterruptGuard(Console(file=out), doing=STOP_AFTER_RAY_STARTS)
+    with guard:
+        signal.raise_signal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert "SIGTERM: stopping as soon as Ray has started (nothing was trained yet) (signal again" in out.getvalue()
+    error = guard.stopped_before_training()
+    assert (
+        error.exit_code == 143 and error.message == "interrupted (SIGTERM) while Ray was starting; nothing was trained"
+    )

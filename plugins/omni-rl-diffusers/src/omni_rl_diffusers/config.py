@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
-from omni_rl.validators import count_or_auto, image_side
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
+from omni_rl.validators import count_or_auto, image_side, non_negative_finite, positive_int
 
 
 @attrs.frozen(kw_only=True)
@@ -26,18 +21,18 @@ class DiffusersRolloutConfig:
     it resolved to is logged (``rollout/batch_size``).
     """
 
-    group_size: int = attrs.field(default=8, validator=_positive)
-    steps: int = attrs.field(default=10, validator=_positive)
-    eval_steps: int = attrs.field(default=20, validator=_positive)
+    group_size: int = attrs.field(default=8, validator=positive_int)
+    steps: int = attrs.field(default=10, validator=positive_int)
+    eval_steps: int = attrs.field(default=20, validator=positive_int)
     height: int = attrs.field(default=512, validator=image_side)
     width: int = attrs.field(default=512, validator=image_side)
-    cfg: float = attrs.field(default=4.5, validator=attrs.validators.ge(0.0))
+    cfg: float = attrs.field(default=4.5, validator=non_negative_finite)
     #: validation guidance scale; defaults to ``cfg``
     eval_cfg: float | None = None
     #: frames per sample for a video model (``modality = "video"``, e.g. wan: 4k + 1); images take 1 (the default)
-    num_frames: int = attrs.field(default=1, validator=_positive)
+    num_frames: int = attrs.field(default=1, validator=positive_int)
     #: frames per second of the sample and val videos the run directory gets (video models only)
-    fps: int = attrs.field(default=16, validator=_positive)
+    fps: int = attrs.field(default=16, validator=positive_int)
     #: samples per transformer call, or "auto" (the largest that fits; see the class docstring)
     batch_size: int | Literal["auto"] = attrs.field(default=8, validator=count_or_auto(1_000_000))
     #: DanceGRPO's shared initial noise: every sample of a group starts from the same x_T (drawn from the run

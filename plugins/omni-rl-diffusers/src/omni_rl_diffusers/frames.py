@@ -9,6 +9,7 @@ asks for video and silently trains on images would waste the run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from omni_rl.errors import ConfigError
@@ -28,3 +29,20 @@ def rollout_latent_shape(model: Any, height: int, width: int, num_frames: int) -
             hint="remove num_frames (or set it to 1), or use a video model such as wan",
         )
     return tuple(model.latent_shape(height, width))
+
+
+def frames_check(components: Mapping[str, Any]) -> list[str]:
+    """``RolloutSpec.check``: ``num_frames`` other than 1 for a model whose spec declares images
+    (``ModelSpec.modality``), refused by ``omni-rl check`` and before ``run`` starts Ray and the model, not in step 1
+    (qa-2026-12 N11). A video model's frame count (Wan: 4k + 1) depends on its pipeline's VAE, which the core's
+    preflight reads (omni_rl.train.preflight), and the model checks again when it samples."""
+    rollout, model = components.get("rollout"), components.get("model")
+    frames = getattr(rollout.options, "num_frames", None) if rollout is not None else None
+    if model is None or not isinstance(frames, int) or isinstance(frames, bool) or frames == 1:
+        return []
+    if getattr(model.spec, "modality", "image") == "video":
+        return []
+    return [
+        f"invalid value: num_frames = {frames}, but the {model.name!r} model makes images; remove num_frames (or set "
+        "it to 1), or use a video model such as wan @ $.rollout.options.num_frames"
+    ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import RolloutSpec
+from omni_rl import RolloutSpec, hookimpl
 from omni_rl_diffusers.config import DiffusersRolloutConfig
+from omni_rl_diffusers.frames import frames_check
 
 
 def _build(config: DiffusersRolloutConfig, ctx: Any) -> Any:
@@ -23,5 +23,6 @@ def omni_rl_rollout_backends() -> list[RolloutSpec]:
             factory=_build,
             config=DiffusersRolloutConfig,
             summary="Sample inside the policy workers with the model's own transformer (no weight copy)",
+            check=frames_check,
         )
     ]
