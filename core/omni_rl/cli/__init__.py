@@ -105,32 +105,32 @@ def build_parser() -> argparse.ArgumentParser:
 def _handler(name: str) -> Handler:
     # imported per command, so `omni-rl plugins` does not import the config machinery
     if name == "plugins":
-        from omni_rl.cli.plugins_cmd import run_plugins
+        from omni_rl.cli.plugins_cmd import plugins_command
 
-        return run_plugins
+        return plugins_command
     if name == "serve-reward":
-        from omni_rl.cli.serve_cmd import run_serve_reward
+        from omni_rl.cli.serve_cmd import serve_reward_command
 
-        return run_serve_reward
+        return serve_reward_command
     if name == "compare":
-        from omni_rl.cli.compare_cmd import run_compare
+        from omni_rl.cli.compare_cmd import compare_command
 
-        return run_compare
+        return compare_command
     if name == "verify":
-        from omni_rl.cli.verify_cmd import run_verify
+        from omni_rl.cli.verify_cmd import verify_command
 
-        return run_verify
+        return verify_command
     if name == "eval":
-        from omni_rl.cli.eval_cmd import run_eval_command
+        from omni_rl.cli.eval_cmd import eval_command
 
-        return run_eval_command
+        return eval_command
     if name == "export":
-        from omni_rl.cli.export_cmd import run_export
+        from omni_rl.cli.export_cmd import export_command
 
-        return run_export
-    from omni_rl.cli.commands import run_check, run_run
+        return export_command
+    from omni_rl.cli.run_cmd import check_command, run_command
 
-    return run_check if name == "check" else run_run
+    return check_command if name == "check" else run_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:

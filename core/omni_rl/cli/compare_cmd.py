@@ -17,7 +17,7 @@ from omni_rl.rundir.writable import writable_file
 from omni_rl.validators import is_finite_number
 
 
-def run_compare(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def compare_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     # usage errors before any run is read: exit 2 with the option named, not a raw exception from the plot
     if not (is_finite_number(args.ema) and 0.0 <= args.ema < 1.0):
         raise ConfigError(

@@ -63,7 +63,7 @@ def add_eval_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     evaluate.set_defaults(handler="eval")
 
 
-def run_eval_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def eval_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     """Everything that can be refused is refused before anything is written or loaded (omni_rl.cli.eval_plan);
     then each output folder is locked (one evaluation per folder) and the models are evaluated in turn."""
     from omni_rl.config import structure_options

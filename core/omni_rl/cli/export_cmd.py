@@ -16,14 +16,10 @@ from omni_rl.rundir.writable import writable_directory
 _EXPORT_DEPENDENCIES = ("torch", "diffusers", "transformers", "peft", "safetensors")
 
 
-def run_export(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def export_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     from omni_rl.rundir.export import export_run
 
-    for warning in registry.warnings:
-        output.warning(warning)
-    for info in registry.plugins:
-        if info.status == "error":
-            output.warning(f"plugin {info.label} ({info.entry_point}) failed to load: {info.error}")
+    output.plugin_warnings(registry)
     writable_directory(args.out, "--out")  # a file or a read-only place: exit 2 now, not an OSError after loading
     try:
         with quiet_libraries(enabled=not output.debug):  # one result line, not the libraries' warnings and bars

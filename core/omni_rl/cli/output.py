@@ -14,6 +14,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from omni_rl.errors import OmniRLError
+from omni_rl.registry import Registry
 from omni_rl.reporting.console_width import print_whole
 from omni_rl.runtime.faults import describe_remote, strip_actor_ids, strip_ansi
 
@@ -33,6 +34,15 @@ class Output:
         """Text for machines (JSON, TOML): written as is, no styling, no wrapping."""
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
+
+    def plugin_warnings(self, registry: Registry) -> None:
+        """What a command that loads components warns about first: the registry's warnings (an unmatched
+        ``OMNI_RL_LOAD_PLUGINS`` name) and each plugin that failed to load."""
+        for warning in registry.warnings:
+            self.warning(warning)
+        for info in registry.plugins:
+            if info.status == "error":
+                self.warning(f"plugin {info.label} ({info.entry_point}) failed to load: {info.error}")
 
     def success(self, message: str) -> None:
         self.out.print(Text(message, style="green"))

@@ -39,7 +39,7 @@ def plugin_rows(registry: Registry) -> list[dict[str, Any]]:
     ]
 
 
-def run_plugins(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def plugins_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     for warning in registry.warnings:
         output.warning(warning)
     if args.json:

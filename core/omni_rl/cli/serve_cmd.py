@@ -18,15 +18,14 @@ from omni_rl.serving.preflight import check_listen, require_token, server_warnin
 from omni_rl.serving.stop_signal import StopOnSigterm
 from omni_rl.serving.token import take_token_digest
 
-__all__ = ["require_token", "run_serve_reward"]
+__all__ = ["require_token", "serve_reward_command"]
 
 
-def run_serve_reward(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def serve_reward_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     from omni_rl.serving import load_serve_config
     from omni_rl.serving.launch import connect, start_servers, stop_servers
 
-    for warning in registry.warnings:
-        output.warning(warning)
+    output.plugin_warnings(registry)
     config = load_serve_config(args.config, args.set or (), registry)
     require_token(config.server.token_env)
     if config.server.address == "local":  # this machine runs the HTTP proxy: a port in use is found before Ray

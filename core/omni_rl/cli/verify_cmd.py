@@ -15,7 +15,7 @@ from omni_rl.registry import Registry
 _STYLE = {"verified": "green", "damaged": "bold red", "unverifiable": "yellow"}
 
 
-def run_verify(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def verify_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     from omni_rl.rundir.verify import verify_run
 
     run_dir = Path(args.run_dir)

@@ -14,6 +14,7 @@ from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards.combined import actor_resources, ray_actor_options
 from omni_rl.runtime.local_ray import embedded_init_options, prefer_loopback_node
 from omni_rl.runtime.ray_auth import prepare_auth
+from omni_rl.runtime.worker_logs import plain_prefixes
 from omni_rl.serving.config import ServeConfig
 from omni_rl.serving.token import TokenDigest, read_token_digest
 
@@ -34,6 +35,7 @@ def connect(config: ServeConfig) -> bool:
     """Join or start Ray as ``[server] address`` says; True when this call started it (so it shuts it down)."""
     if config.server.address == "local":
         prefer_loopback_node()  # before Ray is imported: an embedded cluster listens on 127.0.0.1 (local_ray)
+    plain_prefixes()  # no ANSI colour around Ray's forwarded line prefixes under NO_COLOR or into a log file
     import ray
 
     if ray.is_initialized():

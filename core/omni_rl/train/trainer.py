@@ -20,16 +20,12 @@ from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
 from omni_rl.data_images import load_condition
-from omni_rl.engine.rollout_correction import merge_diagnostics
-from omni_rl.engine.stepping import merge_stats
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure, describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.reporting.console_width import print_whole
-from omni_rl.reporting.image_grids import beside_sources
 from omni_rl.reporting.metrics_logger import MetricsLogger
 from omni_rl.reporting.reward_curve import plot_reward_curve
-from omni_rl.reporting.run_summary import format_reward
-from omni_rl.reporting.video_grids import DEFAULT_FPS, save_samples, video_suffix
+from omni_rl.reporting.video_grids import DEFAULT_FPS
 from omni_rl.rewards.combined import CombinedReward, ScoredBatch, StreamedScores
 from omni_rl.rewards.health import RewardHealth
 from omni_rl.rundir import checkpoint
@@ -45,15 +41,14 @@ from omni_rl.runtime.rollout_pipeline import ColocatedRollouts, DisaggregatedRol
 from omni_rl.train.advantage_checks import CheckedEstimator
 from omni_rl.train.advantages import compute_advantages, neutral_nonfinite, reward_aggregation
 from omni_rl.train.interrupts import FINISH_THE_STEP, STOP_AFTER_RAY_STARTS, InterruptGuard
-from omni_rl.train.staleness import check_asynchrony, staleness_metrics
+from omni_rl.train.staleness import check_asynchrony
+from omni_rl.train.step_report import GridWriter, StepTimes, step_metrics
 
 if TYPE_CHECKING:
     from omni_rl.runtime.rollout_group import RolloutGroup
 
 #: what CombinedReward.metrics adds for the weighted total, left out of the eval rewards' metrics
 _TOTALS = ("val/mean", "val/std")
-#: what the grids of an editing or image-to-video run show in each cell (omni_rl.reporting.image_grids.beside_sources)
-_SOURCES_NOTE = "; each cell: source image(s), then the result"
 
 
 def sample_seeds(run_seed: int, tag: int, count: int) -> list[int]:
@@ -103,6 +98,7 @@ class Trainer:
         self.group_size = int(components["rollout"].build(self.ctx).group_size)
         #: video rollouts: the frame rate of the sample and val videos (the rollout's ``fps`` option)
         self.video_fps = int(getattr(components["rollout"].options, "fps", DEFAULT_FPS))
+        self.grids = GridWriter(fps=self.video_fps, video_format=config.log.video_format)
         check_asynchrony(config, self.loss)  # [cluster] rollout_workers, [run] max_staleness, [rollout_correction]
         #: where training batches come from; set by :meth:`run` (None: the policy workers, colocated)
         self.source: ColocatedRollouts | DisaggregatedRollouts | None = None
@@ -178,21 +174,9 @@ class Trainer:
         out = group.rollout(request)
         scored = self._score(out.images, records, prompts, run_dir, conditions=request.conditions)
         # the grid shows each prompt's first image; the metrics average all of them
-        captions = [
-            f"{format_reward(s)} | {p}" for p, s in zip(prompts[::repeats], scored.total[::repeats], strict=True)
-        ]
         title = f"val step {step}: {len(prompts) // repeats} prompts, val seeds of run.seed {self.config.run.seed}"
-        title += _SOURCES_NOTE if request.conditions else ""
-        grid = save_samples(
-            run_dir / f"val_step_{step}.png",
-            beside_sources(out.images[::repeats], request.conditions[::repeats]),
-            captions,
-            title=title,
-            fps=self.video_fps,
-            video_format=self.config.log.video_format,
-        )
-        if logger is not None:
-            _log_grid(logger, step, "val", grid, out.images, self.config.log.video_format)
+        path = run_dir / f"val_step_{step}.png"
+        self.grids.write(path, "val", step, out.images, request, scored.total, title, logger, every=repeats)
         metrics = scored.metrics(prefix="val/reward")
         if self.eval_rewards.sections:
             evaluated = self._score(
@@ -263,53 +247,24 @@ class Trainer:
         parts = group.update(
             advantages.numpy(), {k: v.numpy() for k, v in extras.items()}, step, rewards.numpy(), group_ids
         )
-        update = merge_stats(parts)
-        update["lr"] = parts[0].lr
         sync = source.after_update(step, self._train_request, self.config.run.steps)
-        t_end = time.perf_counter()
-
-        n = len(prompts)
-        metrics = scored.metrics()
-        metrics.update({f"actor/{k}": v for k, v in update.items()})
-        metrics.update(merge_diagnostics([p.rollout_corr for p in parts]))
-        if out.version is not None:  # rollout workers: which weights sampled this batch, and the last weight sync
-            metrics.update(staleness_metrics(step, out.version, self.config.run.max_staleness))
-            metrics.update(sync)
-        metrics["advantage/abs_mean"] = float(advantages.abs().mean())
-        metrics.update(step_advantages.metrics())  # advantage/<reward>/abs_mean and /std, with 2+ rewards
-        if out.batch_size is not None:  # [rollout] batch_size = "auto": what it resolved to (the smallest over workers)
-            metrics["rollout/batch_size"] = float(out.batch_size)
-        self._say_auto_sizes(logger, metrics)
-        window = out.window
-        if window:  # where the stochastic (trained) steps sat: MixGRPO's progressive window slides with the step
-            metrics["rollout/window_start"] = float(window[0])
-            metrics["rollout/window_size"] = float(len(window))
-        metrics.update(
-            {
-                "perf/step_s": t_end - t_start,
-                "perf/rollout_s": t_rollout - t_start,
-                "perf/reward_s": t_reward - t_rollout,
-                "perf/train_s": t_end - t_reward,
-                "perf/images_per_s": n / max(t_rollout - t_start, 1e-9),
-            }
+        times = StepTimes(start=t_start, rollout=t_rollout, reward=t_reward, end=time.perf_counter())
+        metrics = step_metrics(
+            step=step,
+            scored=scored,
+            advantages=step_advantages,
+            parts=parts,
+            out=out,
+            sync=sync,
+            max_staleness=self.config.run.max_staleness,
+            times=times,
         )
+        self._say_auto_sizes(logger, metrics)
         image_every = self.config.log.image_every
         if image_every and (step % image_every == 0 or step == 1 or step == self.config.run.steps):
-            captions = [f"{format_reward(s)} | {p}" for p, s in zip(prompts, scored.total, strict=True)]
             title = f"train step {step}: {len(prompts) // g} prompts x {g} images, run.seed {self.config.run.seed}"
-            title += _SOURCES_NOTE if request.conditions else ""
             path = run_dir / f"samples_step_{step}.png"
-            grid = save_samples(
-                path,
-                beside_sources(out.images, request.conditions),
-                captions,
-                columns=g,
-                title=title,
-                fps=self.video_fps,
-                video_format=self.config.log.video_format,
-            )
-            if logger is not None:
-                _log_grid(logger, step, "train", grid, out.images, self.config.log.video_format)
+            self.grids.write(path, "train", step, out.images, request, scored.total, title, logger, columns=g)
         return metrics
 
     # -- the run ------------------------------------------------------------------------------------------
@@ -545,11 +500,3 @@ class Trainer:
 def train(config: ResolvedConfig, console: Console | None = None) -> Path:
     """Run training as configured; returns the run directory."""
     return Trainer(config, console).run()
-
-
-def _log_grid(logger: MetricsLogger, step: int, kind: str, grid: Path, images: Any, video_format: str) -> None:
-    """The saved grid to the image backends (``images/<kind>``) and, for a video model's (N, F, H, W, 3) batch, the
-    animated grid :func:`save_samples` wrote beside it to the video ones (``videos/<kind>``)."""
-    logger.log_images(step, f"images/{kind}", grid)
-    if np.ndim(images) == 5:
-        logger.log_video(step, f"videos/{kind}", grid.with_suffix(video_suffix(video_format)))

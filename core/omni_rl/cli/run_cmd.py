@@ -20,7 +20,7 @@ from omni_rl.train.preflight import preflight
 _TRAIN_DEPENDENCIES = ("torch", "ray", "safetensors", "omni_rl.train.trainer", "omni_rl.runtime")
 
 
-def run_check(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def check_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     config = _load(args, output, registry)
     check_prompt_sources(config, source=str(args.config))  # `run` reads them when training starts
     preflight(config, source=str(args.config))  # model path, API-key variables, output_dir, resume: no weights
@@ -29,7 +29,7 @@ def run_check(args: argparse.Namespace, output: Output, registry: Registry) -> i
     return 0
 
 
-def run_run(args: argparse.Namespace, output: Output, registry: Registry) -> int:
+def run_command(args: argparse.Namespace, output: Output, registry: Registry) -> int:
     config = _load(args, output, registry)
     if args.print_config:
         output.plain(resolved_toml(config))
@@ -53,11 +53,7 @@ def run_run(args: argparse.Namespace, output: Output, registry: Registry) -> int
 
 
 def _load(args: argparse.Namespace, output: Output, registry: Registry) -> ResolvedConfig:
-    for warning in registry.warnings:
-        output.warning(warning)
-    for info in registry.plugins:
-        if info.status == "error":
-            output.warning(f"plugin {info.label} ({info.entry_point}) failed to load: {info.error}")
+    output.plugin_warnings(registry)
     return load_config(args.config, args.set or (), registry)
 
 
