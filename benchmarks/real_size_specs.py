@@ -109,7 +109,7 @@ def _sizes() -> list[RealSize]:
         ),
         RealSize(
             "qwen", "Qwen-Image", "qwen_image", "QwenImageTransformer2DModel", QWEN_IMAGE, 20.43, 1024, 10, 4.0, 64,
-            128, 4, {**common, "offload_text_encoder": True, "prompt_cache_size": 4096},
+            128, 4, {**common, "offload_text_encoders": True, "prompt_cache_size": 4096},
         ),
     ]  # fmt: skip
 

@@ -14,11 +14,16 @@ from omni_rl.plugins import canonical_name, parse_name_list
 
 ROOT = Path(__file__).parents[2]
 PROJECTS = sorted([*ROOT.glob("plugins/omni-rl-*/pyproject.toml"), *ROOT.glob("contrib/omni-rl-*/pyproject.toml")])
+#: first-party libraries the plugins depend on: no components, so no entry point (every other project has one)
+LIBRARIES = {"omni-rl-pipelines"}
 
 
 @pytest.mark.parametrize("pyproject", PROJECTS, ids=[p.parent.name for p in PROJECTS])
 def test_the_entry_point_is_the_distribution_name_without_the_prefix(pyproject: Path) -> None:
     project = tomli.loads(pyproject.read_text())["project"]
+    if project["name"] in LIBRARIES:
+        assert "omni_rl" not in project.get("entry-points", {}), "a library registers no plugin"
+        return
     (name,) = project["entry-points"]["omni_rl"]
     assert name == project["name"].removeprefix("omni-rl-"), "lower case with hyphens, no omni-rl- prefix"
     assert name == name.lower() and "_" not in name and "." not in name

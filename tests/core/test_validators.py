@@ -49,3 +49,33 @@ def test_bad_values_are_refused_with_the_option_named(kwargs: dict, message: str
     with pytest.raises(ValueError) as excinfo:
         Options(**kwargs)
     assert str(excinfo.value) == message
+
+
+@attrs.frozen(kw_only=True)
+class Hinted:
+    path: str = attrs.field(default="x", validator=v.with_hint(v.non_empty, "a pipeline directory or a hub id"))
+    rank: int = attrs.field(default=0, validator=v.int_at_least(0, hint="0 = full fine-tuning"))
+    length: int = attrs.field(default=1, validator=v.int_between(1, 512, hint="the pipeline's limit"))
+    ratio: float = attrs.field(default=0.5, validator=v.finite_between(0, 1, hint="a share of the batch"))
+    batch: int | str = attrs.field(default="auto", validator=v.count_or_auto(64, hint="or leave it to auto"))
+    dtype: str = attrs.field(default="float32", validator=v.with_hint(attrs.validators.in_(("float32",)), "see docs"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"path": " "}, "path must not be empty, got ' '; a pipeline directory or a hub id"),
+        ({"rank": -1}, "rank must be an integer >= 0, got -1; 0 = full fine-tuning"),
+        ({"rank": True}, "rank must be an integer >= 0, got True; 0 = full fine-tuning"),
+        ({"length": 513}, "length must be an integer between 1 and 512, got 513; the pipeline's limit"),
+        ({"ratio": 2.0}, "ratio must be a finite number in [0, 1], got 2.0; a share of the batch"),
+        ({"batch": 0}, 'batch must be an integer between 1 and 64 or "auto", got 0; or leave it to auto'),
+        ({"dtype": "int8"}, "'dtype' must be in ('float32',) (got 'int8'); see docs"),
+    ],
+)
+def test_a_hint_ends_the_refusal_and_accepts_what_the_rule_accepts(kwargs: dict, message: str) -> None:
+    Hinted()
+    Hinted(path="p", rank=3, length=512, ratio=1.0, batch=64)
+    with pytest.raises(ValueError) as excinfo:
+        Hinted(**kwargs)
+    assert str(excinfo.value) == message

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omni_rl_sd3.testing import first_update_ratio
+from omni_rl_pipelines.testing import first_update_ratio
 
 from omni_rl import build
 from omni_rl.context import BuildContext

@@ -1,8 +1,8 @@
-"""``[model] options.cuda_graphs`` (omni_rl_sd3.cuda_graphs) on the CPU: refused there with the reason, and
+"""``[model] options.cuda_graphs`` (omni_rl_pipelines.cuda_graphs) on the CPU: refused there with the reason, and
 refused where the old log-probs would not be recomputed or the weights are FSDP2-sharded; its plumbing (static
 inputs, one graph per shape and LoRA view, cloned outputs, in-place weight updates seen, calls under gradients
 left eager, the least recently used graph dropped) through a stand-in backend with a CUDA graph's data flow
-(omni_rl_sd3.testing.ReplayingGraphBackend), on the tiny SD3, FLUX, Qwen-Image and Wan pipelines. The capture
+(omni_rl_pipelines.testing.ReplayingGraphBackend), on the tiny SD3, FLUX, Qwen-Image and Wan pipelines. The capture
 itself needs CUDA: tests/gpu/test_gpu_cuda_graphs.py."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import attrs
 import pytest
 import torch
-from omni_rl_sd3.cuda_graphs import GraphedCalls, lora_view
-from omni_rl_sd3.testing import ReplayingGraphBackend, first_update_ratio
+from omni_rl_pipelines.cuda_graphs import GraphedCalls, lora_view
+from omni_rl_pipelines.testing import ReplayingGraphBackend, first_update_ratio
 
 from omni_rl import build, load_config
 from omni_rl.errors import ConfigError, RuntimeFailure
@@ -193,7 +193,7 @@ def test_the_first_ratio_is_one_with_graphs(tiny_sd3: Path, sampler) -> None:
 def test_least_recently_used_graph_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
     calls = GraphedCalls(ReplayingGraphBackend(), max_graphs=2)
     linear = torch.nn.Linear(3, 2)
-    with torch.no_grad(), caplog.at_level("WARNING", logger="omni_rl_sd3.cuda_graphs"):
+    with torch.no_grad(), caplog.at_level("WARNING", logger="omni_rl_pipelines.cuda_graphs"):
         for rows in (1, 2, 1, 3, 2):
             x = torch.randn(rows, 3)
             assert torch.equal(calls(linear, input=x), linear(x))

@@ -224,7 +224,7 @@ def test_usage_errors_exit_2_with_a_message(run: Run, tmp_path: Path, capsys: py
 def test_model_without_export_is_a_runtime_failure(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from omni_rl_sd3.pipeline_model import PipelineModel
+    from omni_rl_pipelines.pipeline_model import PipelineModel
 
     monkeypatch.delattr(PipelineModel, "export_pipeline")  # SD3Model inherits it
     out = tmp_path / "out"

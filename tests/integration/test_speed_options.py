@@ -1,4 +1,4 @@
-"""The shared speed options of the diffusers model adapters (omni_rl_sd3.speed), on the tiny SD3, FLUX and
+"""The shared speed options of the diffusers model adapters (omni_rl_pipelines.speed), on the tiny SD3, FLUX and
 Qwen-Image pipelines: off by default and bit-identical to a model built without them; a fused attention kernel
 is refused on the CPU with the reason; VAE tiling/slicing and the "math" kernel turn on; regional compilation
 compiles every block, recomputes the old log-probs through the trained forward so the first step's ratio is
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omni_rl_sd3.testing import first_update_ratio
+from omni_rl_pipelines.testing import first_update_ratio
 
 from omni_rl import build, load_config
 from omni_rl.errors import ConfigError

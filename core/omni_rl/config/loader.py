@@ -214,8 +214,8 @@ def _component_check_problems(file: TrainConfig, chosen: Mapping[str, tuple[Comp
     resolved = _resolved_components(file, valid)
     problems: list[str] = []
     for component in resolved.values():
-        if component.spec.check is not None:
-            problems += list(component.spec.check(resolved))
+        if component.spec.check is not None:  # once per section: a check that looks at every section repeats
+            problems += [problem for problem in component.spec.check(resolved) if problem not in problems]
     return problems
 
 

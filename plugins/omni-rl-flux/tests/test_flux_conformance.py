@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from omni_rl_flux import hooks
 from omni_rl_flux.model import FluxModel
-from omni_rl_sd3.testing import FullFineTuningChecks
+from omni_rl_pipelines.testing import FullFineTuningChecks
 
 from omni_rl.config import structure_options
 from omni_rl.context import BuildContext

@@ -1,4 +1,4 @@
-"""MATH.md self-checks for FLUX through the real rollout backend, samplers and update engine.
+"""The self-checks of docs/math.md#self-checks for FLUX through the real rollout backend, samplers and update engine.
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights gives ratio 1 to 1e-6 in float32
    for flow_sde and cps, with distilled guidance alone (cfg 1: one call per step) and with classic CFG on top

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from qwen_image_helpers import PROMPTS, SIZE, build_model
 
@@ -48,7 +49,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(qwen_model, tiny_qwen_p
 def test_offloaded_text_encoder_and_vae_give_the_same_results(qwen_model, tiny_qwen_path: Path) -> None:
     """On CPU the move is a no-op, so this checks the offload paths run and give the same numbers; the modules
     are on the CPU after each use."""
-    offloaded = build_model(tiny_qwen_path, offload_text_encoder=True, offload_vae=True)
+    offloaded = build_model(tiny_qwen_path, offload_text_encoders=True, offload_vae=True)
     cond = offloaded.encode_prompts(PROMPTS[:2], guidance_scale=4.0)
     expected = qwen_model.encode_prompts(PROMPTS[:2], guidance_scale=4.0)
     for key, tensor in expected.tensors.items():
@@ -86,3 +87,15 @@ def test_fsdp_units_are_the_transformer_blocks(qwen_model) -> None:
     units = fsdp_units(qwen_model)
     assert units == list(qwen_model.transformer.transformer_blocks) and len(units) == 2
     assert SIZE % (qwen_model.vae_scale_factor * 2) == 0
+
+
+def test_the_old_offload_text_encoder_key_still_offloads_with_a_warning() -> None:
+    """``offload_text_encoder`` was this model's name for ``offload_text_encoders`` until omni-rl 0.1."""
+    from omni_rl_qwen_image.hooks import omni_rl_models
+
+    from omni_rl.config import structure_options
+
+    (spec,) = omni_rl_models()
+    with pytest.warns(FutureWarning, match="offload_text_encoder is deprecated.*offload_text_encoders"):
+        options = structure_options(spec, {"path": "models/Qwen-Image", "offload_text_encoder": True})
+    assert options.offload_text_encoders is True

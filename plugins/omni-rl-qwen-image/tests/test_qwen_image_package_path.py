@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from omni_rl_qwen_image.config import QwenImageConfig
-from omni_rl_qwen_image.loading import resolve_pipeline_path
+from omni_rl_qwen_image.loading import QWEN_IMAGE
 
 from omni_rl.errors import ConfigError
 
@@ -23,7 +23,7 @@ def test_a_package_path_resolves_to_the_shipped_directory(
     shutil.copytree(tiny_qwen_path, package / "pretrained")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     sys.modules.pop("shipped_models_pkg", None)
-    resolved = resolve_pipeline_path(QwenImageConfig(path="package:shipped_models_pkg:pretrained"))
+    resolved = QWEN_IMAGE.resolve(QwenImageConfig(path="package:shipped_models_pkg:pretrained"))
     assert Path(resolved) == package / "pretrained"
     with pytest.raises(ConfigError, match="does not exist"):
-        resolve_pipeline_path(QwenImageConfig(path="package:shipped_models_pkg:missing"))
+        QWEN_IMAGE.resolve(QwenImageConfig(path="package:shipped_models_pkg:missing"))

@@ -1,4 +1,5 @@
-"""MATH.md self-checks for Qwen-Image through the real rollout backend, samplers and update engine.
+"""The self-checks of docs/math.md#self-checks for Qwen-Image through the real rollout backend, samplers and
+update engine.
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights gives ratio 1 to 1e-6 in float32
    for flow_sde and cps, true CFG on and off, with prompts of different token counts in one micro-batch (and one

@@ -54,13 +54,14 @@ def test_config_defaults() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"path": " "}, "non-empty path"),
+        ({"path": " "}, "path must not be empty.*StableDiffusion3Pipeline directory"),
         ({"dtype": "float16"}, "must be in"),
-        ({"lora_rank": -1}, "full fine-tuning"),
-        ({"lora_alpha": 0}, "> 0"),
+        ({"lora_rank": -1}, "lora_rank must be an integer >= 0, got -1; 0 = full fine-tuning"),
+        ({"lora_rank": True}, "lora_rank must be an integer >= 0, got True"),
+        ({"lora_alpha": 0}, "lora_alpha must be a finite number > 0"),
         ({"lora_target_modules": ()}, "at least one module"),
         ({"lora_target_modules": ("to_q", "")}, "non-empty strings"),
-        ({"max_sequence_length": 0}, "> 0"),
+        ({"max_sequence_length": 0}, "max_sequence_length must be an integer >= 1"),
         ({"lora_init": "pissa"}, "must be in"),
     ],
 )

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omni_rl_pipelines.testing import FullFineTuningChecks
 from omni_rl_sd3 import hooks
 from omni_rl_sd3.model import SD3Model
-from omni_rl_sd3.testing import FullFineTuningChecks
 
 from omni_rl.config import structure_options
 from omni_rl.context import BuildContext

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from omni_rl_sd3.tiny import TINY_MARKER, build_tiny_sd3_pipeline
+from omni_rl_pipelines.tiny import TINY_MARKER
+from omni_rl_sd3.tiny import build_tiny_sd3_pipeline
 
 from omni_rl.errors import ConfigError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omni_rl_sd3.testing import FullFineTuningChecks
+from omni_rl_pipelines.testing import FullFineTuningChecks
 from omni_rl_wan import hooks
 from omni_rl_wan.model import WanModel
 

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from wan_helpers import FRAMES, PROMPTS, SIZE, build_model, euler_video, initial_noise, load_pipe
 
@@ -17,7 +18,7 @@ STEPS = 4
 def test_offloading_and_the_cache_leave_the_video_unchanged(tiny_wan_path: Path) -> None:
     plain = build_model(tiny_wan_path)
     offloaded = build_model(
-        tiny_wan_path, offload_text_encoder=True, offload_vae=True, prompt_cache_size=0, gradient_checkpointing=True
+        tiny_wan_path, offload_text_encoders=True, offload_vae=True, prompt_cache_size=0, gradient_checkpointing=True
     )
     _, expected = euler_video(plain, PROMPTS[1], steps=STEPS, guidance=4.5, seed=2)
     _, got = euler_video(offloaded, PROMPTS[1], steps=STEPS, guidance=4.5, seed=2)
@@ -58,3 +59,15 @@ def test_per_token_timesteps_reproduce_the_ti2v_pipeline(tiny_wan_path: Path, tm
     # the model sends CFG's two halves in one call where the pipeline makes two: float32 rounding of a larger batch
     # (measured 1.6e-6 at most)
     torch.testing.assert_close(x, reference.frames, rtol=1e-5, atol=1e-5)
+
+
+def test_the_old_offload_text_encoder_key_still_offloads_with_a_warning() -> None:
+    """``offload_text_encoder`` was this model's name for ``offload_text_encoders`` until omni-rl 0.1."""
+    from omni_rl_wan.hooks import omni_rl_models
+
+    from omni_rl.config import structure_options
+
+    (spec,) = omni_rl_models()
+    with pytest.warns(FutureWarning, match="offload_text_encoder is deprecated.*offload_text_encoders"):
+        options = structure_options(spec, {"path": "models/Wan2.1", "offload_text_encoder": True})
+    assert options.offload_text_encoders is True

@@ -1,5 +1,5 @@
-"""MATH.md self-checks through the real diffusers rollout backend, samplers and update engine on tiny Wan pipelines
-(5-D video latents):
+"""The self-checks of docs/math.md#self-checks through the real diffusers rollout backend, samplers and update
+engine on tiny Wan pipelines (5-D video latents):
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights (the update's own old-log-prob
    path) gives ratio 1 to 1e-6 in float32, for flow_sde, cps and dance_sde, CFG on and off, on both layouts (the

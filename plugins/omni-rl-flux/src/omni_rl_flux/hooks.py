@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import ModelSpec
+from omni_rl import ModelSpec, hookimpl
 from omni_rl_flux.config import FluxConfig
 
 if TYPE_CHECKING:
-    from omni_rl.context import BuildContext
+    from omni_rl import BuildContext
     from omni_rl_flux.model import FluxModel
 
 

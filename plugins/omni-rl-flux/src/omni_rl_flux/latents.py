@@ -8,7 +8,7 @@ Euler or SDE step and a per-sample mean log-prob are the same in either layout, 
 from __future__ import annotations
 
 import torch
-from omni_rl_sd3.packed_latents import pack, unpack
+from omni_rl_pipelines.packed_latents import pack, unpack
 
 __all__ = ["image_ids", "pack", "text_ids", "unpack"]
 

@@ -1,8 +1,8 @@
-"""LoRA adapters on the FLUX transformer: the SD3 plugin's adapter bookkeeping, with FLUX's file format.
+"""LoRA adapters on the FLUX transformer: omni-rl-pipelines' adapter bookkeeping, with FLUX's file format.
 
 The bookkeeping (a trained ``"default"`` adapter, frozen extra adapters such as DiffusionNFT's ``"old"``, the
 reference view with adapters off, fp32 LoRA weights over a bf16 base, seeded init so every worker starts alike)
-does not depend on the architecture, so it is :class:`omni_rl_sd3.lora.LoraAdapters`. What FLUX changes is the
+does not depend on the architecture, so it is :class:`omni_rl_pipelines.lora.LoraAdapters`. What FLUX changes is the
 pipeline class that writes and reads the files (``FluxPipeline.save_lora_weights`` / ``lora_state_dict``: the same
 ``transformer.``-prefixed peft keys and LoRA-config metadata, which ``FluxPipeline.load_lora_weights`` reads, alpha
 included), and the hint for a bad target name.
@@ -10,7 +10,7 @@ included), and the hint for a bad target name.
 
 from __future__ import annotations
 
-from omni_rl_sd3.lora import LORA_WEIGHT_NAME, TRAINED_ADAPTER, LoraAdapters
+from omni_rl_pipelines.lora import LORA_WEIGHT_NAME, TRAINED_ADAPTER, LoraAdapters
 
 __all__ = ["LORA_WEIGHT_NAME", "TRAINED_ADAPTER", "FluxLoraAdapters"]
 

@@ -10,8 +10,9 @@ the image processor's postprocess. So an Euler loop over :meth:`sigma_schedule` 
 reproduces the pipeline's output for the same seed. Rollout and training use the same :meth:`predict_velocity`,
 which is what makes the on-policy ratio 1.
 
-The CFG arithmetic runs in float32 (MATH.md): under bf16 weights that is a rounding away from the pipeline, which
-combines in the weights' dtype. All modules stay in eval mode (FLUX has no dropout; LoRA dropout is 0).
+The CFG arithmetic runs in float32 (docs/math.md#classifier-free-guidance): under bf16 weights that is a rounding
+away from the pipeline, which combines in the weights' dtype. All modules stay in eval mode (FLUX has no dropout;
+LoRA dropout is 0).
 """
 
 from __future__ import annotations
@@ -20,64 +21,42 @@ import logging
 from collections.abc import Sequence
 
 import torch
-from omni_rl_sd3.packed_latents import packed_sigma_schedule
-from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
+from omni_rl_pipelines.packed_latents import PackedPipelineModel
+from omni_rl_pipelines.pipeline_model import on_device
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
-from omni_rl.errors import ConfigError, RuntimeFailure
+from omni_rl.errors import RuntimeFailure
 from omni_rl_flux.config import FluxConfig
 from omni_rl_flux.guidance import distilled_guidance
 from omni_rl_flux.latents import image_ids, pack, text_ids, unpack
-from omni_rl_flux.loading import load_pipeline, resolve_pipeline_path
+from omni_rl_flux.loading import FLUX
 from omni_rl_flux.lora import FluxLoraAdapters
 from omni_rl_flux.prompts import NEGATIVE, POSITIVE, PromptEncoder
 
 _log = logging.getLogger(__name__)
 
 
-class FluxModel(PipelineModel):
+class FluxModel(PackedPipelineModel):
     """A loaded FLUX pipeline whose transformer is trained (LoRA by default), inside one policy worker.
 
-    Training state, policy views and export are :class:`omni_rl_sd3.pipeline_model.PipelineModel`'s."""
+    Training state, policy views, export and the packed sigma schedule are
+    :class:`omni_rl_pipelines.packed_latents.PackedPipelineModel`'s."""
 
-    model_label = "FLUX"
-    pipeline_class = "FluxPipeline"
     transformer_class = "FluxTransformer2DModel"
     adapters_class = FluxLoraAdapters
+    pipeline_kind = FLUX
 
     def __init__(self, config: FluxConfig, ctx: BuildContext | None = None) -> None:
-        ctx = ctx or BuildContext()
-        self.config = config
-        #: the local directory (or hub id) the weights came from
-        self.pipeline_path: str = resolve_pipeline_path(config)
-        self.device = torch.device(ctx.device)
-        self.dtype = DTYPES[config.dtype]
-        #: the loaded pipeline; its modules are the ones this model runs and trains
-        self.pipeline = load_pipeline(config, self.pipeline_path)
-        self.transformer = self.pipeline.transformer
+        ctx = self._open_pipeline(config, ctx)
         #: the embedded (distilled) guidance value of every transformer call; None without guidance embeddings
         self.guidance: float | None = distilled_guidance(
             config.guidance, guidance_embeds=bool(self.transformer.config.guidance_embeds), path=self.pipeline_path
         )
-        self.transformer.to(self.device)
-        self.vae = self.pipeline.vae
-        self.vae.to("cpu" if config.offload_vae else self.device)
-        encoders = (self.pipeline.text_encoder, self.pipeline.text_encoder_2)
-        for module in encoders:
-            module.to("cpu" if config.offload_text_encoders else self.device)
-        for module in (self.vae, *encoders):
-            module.requires_grad_(False).eval()
+        self._place_components((self.pipeline.text_encoder, self.pipeline.text_encoder_2))
         self._prepare_transformer(ctx.seed)
-        self.prompts = PromptEncoder(
-            self.pipeline,
-            device=self.device,
-            max_sequence_length=config.max_sequence_length,
-            cache_size=config.prompt_cache_size,
-            offload=config.offload_text_encoders,
-        )
+        self.prompts = PromptEncoder.for_options(self.pipeline, config, device=self.device)
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
-        self.patch_size = 2  # 2x2 packing
         self.latent_channels: int = self.transformer.config.in_channels // 4
         self.num_train_timesteps: int = self.pipeline.scheduler.config.num_train_timesteps
         #: transformer forwards so far (tests check distilled guidance costs one per step, classic CFG two)
@@ -108,9 +87,7 @@ class FluxModel(PipelineModel):
         Float32, shaped like ``latents``, differentiable w.r.t. the trained weights when called under grad."""
         batch, _, height, width = latents.shape
         tokens = pack(latents.to(self.device, self.dtype))
-        sigma = torch.as_tensor(sigmas, dtype=torch.float32, device=self.device).reshape(-1)
-        if sigma.numel() == 1:
-            sigma = sigma.expand(batch)
+        sigma = self._sigmas(sigmas, batch)
         # the pipeline passes the scheduler's timestep (sigma * 1000, float32) cast to the latents' dtype, / 1000
         timestep = (sigma * self.num_train_timesteps).to(self.dtype) / self.num_train_timesteps
         positions = image_ids(height, width, device=self.device, dtype=self.dtype)
@@ -155,19 +132,7 @@ class FluxModel(PipelineModel):
             )[0]
 
     def _text(self, conditioning: Conditioning, keys: tuple[str, str], batch: int) -> tuple[torch.Tensor, ...]:
-        tensors = conditioning.tensors
-        if any(key not in tensors for key in keys):
-            raise RuntimeFailure(
-                f"FLUX conditioning lacks {keys[0]!r}",
-                hint="encode the prompts with the guidance scale used for sampling (the negative prompt is encoded "
-                "only when guidance_scale > 1)",
-            )
-        embeds, pooled = tensors[keys[0]], tensors[keys[1]]
-        if embeds.shape[0] != batch:
-            raise RuntimeFailure(
-                f"conditioning has {embeds.shape[0]} samples but the latents have {batch}",
-                hint="index the Conditioning with the same samples as the latents",
-            )
+        embeds, pooled = self._conditioning_rows(conditioning, keys, batch)
         return embeds.to(self.device, self.dtype), pooled.to(self.device, self.dtype)
 
     def _warn_double_guidance(self, guidance_scale: float) -> None:
@@ -183,18 +148,6 @@ class FluxModel(PipelineModel):
 
     # -- protocol: schedule, shapes, images ------------------------------------------------------------------
 
-    def sigma_schedule(self, num_steps: int, height: int, width: int) -> torch.Tensor:
-        """The pipeline's sigmas: linspace(1, 1/n, n) through the scheduler with mu = calculate_shift(image tokens)
-        (used when the scheduler has ``use_dynamic_shifting``, as dev's; schnell's fixed shift 1 ignores it), then
-        0; float32, shape (n + 1,), on the model's device."""
-        if num_steps < 1:
-            raise ConfigError(f"num_steps must be >= 1, got {num_steps}", hint="set [rollout] steps >= 1")
-        _, h, w = self.latent_shape(height, width)
-        return packed_sigma_schedule(self.pipeline.scheduler, num_steps, h, w, device=self.device)
-
-    def _patch_note(self) -> str:
-        return "2x2 latent packing"
-
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         """Latents -> uint8 (B, H, W, 3), as the pipeline's ``output_type="np"`` times 255, rounded."""
@@ -204,16 +157,15 @@ class FluxModel(PipelineModel):
             z = latents.to(self.device, vae.dtype) / config.scaling_factor + config.shift_factor
             image = vae.decode(z, return_dict=False)[0]
             image = self.pipeline.image_processor.postprocess(image, output_type="pt")
-        return (image.permute(0, 2, 3, 1).float() * 255).round().to(torch.uint8)
+        return self._uint8_images(image)
 
     @torch.no_grad()
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (B, H, W, 3) -> float32 latents (B, C, h, w): the VAE posterior's mean, scaled as FLUX's
         img2img pipeline scales latents, ``(z - shift_factor) * scaling_factor`` (optional protocol member)."""
-        self._check_images(images)
+        pixels = self._pixels(images)
         vae = self.vae
         with on_device(self.device, vae, enabled=self.config.offload_vae):
-            pixels = images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
             posterior = vae.encode(pixels.to(vae.dtype), return_dict=False)[0]
             z = (posterior.mode() - vae.config.shift_factor) * vae.config.scaling_factor
         return z.float()

@@ -3,7 +3,7 @@
 Encoding goes through ``FluxPipeline.encode_prompt`` itself (CLIP-L's pooled output; T5-XXL's last hidden state
 with every prompt padded to ``max_sequence_length`` tokens and no attention mask), so the embeddings are the
 pipeline's bit for bit. FLUX's text is fixed-length, so prompts need no mask and ``Conditioning.concat`` pads
-nothing. Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_sd3.prompt_cache
+nothing. Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_pipelines.prompt_cache
 .CachedPromptEncoder`'s.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from omni_rl_sd3.prompt_cache import CachedPromptEncoder
+from omni_rl_pipelines.prompt_cache import CachedPromptEncoder
 
 #: the Conditioning keys of the positive prompt (T5 tokens and CLIP pooled) and of the negative prompt
 POSITIVE = ("prompt_embeds", "pooled_prompt_embeds")

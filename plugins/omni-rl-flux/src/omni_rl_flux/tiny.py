@@ -2,7 +2,7 @@
 
 The directory is a real diffusers pipeline (``save_pretrained`` of every component, the real classes:
 ``FluxTransformer2DModel``, ``AutoencoderKL``, ``CLIPTextModel``, ``T5EncoderModel``, ``CLIPTokenizer``,
-``T5TokenizerFast`` built offline by :mod:`omni_rl_sd3.tiny_tokenizers`, ``FlowMatchEulerDiscreteScheduler``), so
+``T5TokenizerFast`` built offline by :mod:`omni_rl_pipelines.tiny_tokenizers`, ``FlowMatchEulerDiscreteScheduler``), so
 tests exercise the loading code real FLUX weights go through, and ``FluxPipeline.from_pretrained(path)`` runs it
 end to end offline. It keeps what matters for correctness: 16 latent channels 2x2-packed into 64-wide tokens,
 double- and single-stream blocks, 3-axis RoPE over text and image ids, CLIP pooled + T5 text of different widths,
@@ -14,13 +14,22 @@ Defaults: one double and two single blocks, a 4x VAE, 32x32 px images (8x8 laten
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-from omni_rl_sd3.tiny import TINY_MARKER, tiny_t5, tiny_vae, write_tiny_pipeline
+from omni_rl_pipelines.tiny import (
+    TINY_MARKER,
+    check_vae_widths,
+    name_tokenizer_class,
+    seeded_components,
+    tiny_clip_config,
+    tiny_t5,
+    tiny_vae,
+    write_tiny_pipeline,
+)
+from omni_rl_pipelines.tiny_tokenizers import CLIP_EOS, write_clip_tokenizer, write_clip_vocab_files, write_t5_tokenizer
 
 from omni_rl.errors import ConfigError
 
@@ -79,13 +88,11 @@ class TinyFluxShape:
                 f"axes_dims_rope {self.axes_dims_rope} must add up to attention_head_dim ({self.attention_head_dim})",
                 hint="RoPE rotates every channel of a head, split over the three position axes",
             )
-        groups = self.vae_norm_num_groups
-        if not self.vae_block_out_channels or any(c % groups for c in self.vae_block_out_channels):
-            raise ConfigError(
-                f"every VAE block width {self.vae_block_out_channels} must be a multiple of "
-                f"vae_norm_num_groups ({groups})",
-                hint="e.g. vae_block_out_channels=(8, 16, 16), vae_norm_num_groups=8",
-            )
+        check_vae_widths(
+            self.vae_block_out_channels,
+            self.vae_norm_num_groups,
+            example="vae_block_out_channels=(8, 16, 16), vae_norm_num_groups=8",
+        )
 
 
 def build_tiny_flux_pipeline(
@@ -126,42 +133,33 @@ def build_tiny_flux_pipeline(
 def _add_portable_tokenizer_files(directory: Path) -> None:
     """Ship what the hub's FLUX repositories ship: CLIP's ``vocab.json`` + ``merges.txt`` (transformers 5 writes
     only ``tokenizer.json``) and ``T5TokenizerFast`` as tokenizer_2's class, so any transformers version loads it."""
-    from omni_rl_sd3.tiny_tokenizers import write_clip_vocab_files
-
     write_clip_vocab_files(directory / "tokenizer")
-    index_path = directory / "model_index.json"
-    index = json.loads(index_path.read_text(encoding="utf-8"))
-    index["tokenizer_2"] = ["transformers", "T5TokenizerFast"]
-    index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    name_tokenizer_class(directory, "tokenizer_2", "T5TokenizerFast")
 
 
 def _random_pipeline(shape: TinyFluxShape, *, seed: int, tokenizer_dir: Path) -> FluxPipeline:
     """Every component with seeded random weights (without touching the caller's global RNG)."""
-    import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
-    from omni_rl_sd3.tiny_tokenizers import CLIP_EOS, write_clip_tokenizer, write_t5_tokenizer
     from transformers import CLIPTokenizer, T5TokenizerFast
 
     write_clip_tokenizer(tokenizer_dir / "clip", pad_token=CLIP_EOS)
     write_t5_tokenizer(tokenizer_dir / "t5")
     scheduler_config = FLUX_DEV_SCHEDULER if shape.variant == "dev" else FLUX_SCHNELL_SCHEDULER
-    with torch.random.fork_rng(devices=[]):
-        # One seed per component, so changing one component's shape leaves the others' weights unchanged.
-        torch.manual_seed(seed * 8 + 0)
-        transformer = _transformer(shape)
-        torch.manual_seed(seed * 8 + 1)
-        vae = tiny_vae(
+    # one seed per component, so changing one component's shape leaves the others' weights unchanged
+    transformer, vae, clip, t5 = seeded_components(
+        seed,
+        lambda: _transformer(shape),
+        lambda: tiny_vae(
             shape.vae_block_out_channels,
             norm_num_groups=shape.vae_norm_num_groups,
             latent_channels=shape.latent_channels,
             sample_size=32,
             scaling_factor=FLUX_VAE_SCALING,
             shift_factor=FLUX_VAE_SHIFT,
-        )
-        torch.manual_seed(seed * 8 + 2)
-        clip = _clip(shape)
-        torch.manual_seed(seed * 8 + 3)
-        t5 = tiny_t5(shape.t5_d_model, shape.text_layers)
+        ),
+        lambda: _clip(shape),
+        lambda: tiny_t5(shape.t5_d_model, shape.text_layers),
+    )
     return FluxPipeline(
         transformer=transformer,
         scheduler=FlowMatchEulerDiscreteScheduler(**scheduler_config),
@@ -191,21 +189,8 @@ def _transformer(shape: TinyFluxShape) -> Any:
 
 
 def _clip(shape: TinyFluxShape) -> Any:
-    from omni_rl_sd3.tiny_tokenizers import CLIP_BOS, CLIP_EOS, CLIP_MAX_LENGTH, clip_vocab
-    from transformers import CLIPTextConfig, CLIPTextModel
+    from transformers import CLIPTextModel
 
-    vocab = clip_vocab()
-    config = CLIPTextConfig(
-        vocab_size=len(vocab),
-        hidden_size=shape.clip_hidden_size,
-        intermediate_size=2 * shape.clip_hidden_size,
-        num_hidden_layers=shape.text_layers,
-        num_attention_heads=4,
-        max_position_embeddings=CLIP_MAX_LENGTH,
-        hidden_act="quick_gelu",
-        bos_token_id=vocab[CLIP_BOS],
-        # FLUX reads CLIP's pooled output, taken at the first eos token: it must be the tokenizer's <|endoftext|>
-        eos_token_id=vocab[CLIP_EOS],
-        pad_token_id=vocab[CLIP_EOS],
-    )
+    # FLUX reads CLIP's pooled output, taken at the first eos token: the tokenizer's <|endoftext|> (the config's eos)
+    config = tiny_clip_config(shape.clip_hidden_size, shape.text_layers, hidden_act="quick_gelu")
     return CLIPTextModel(config).eval()

@@ -1,4 +1,4 @@
-"""LoRA adapters on the SD3 transformer through peft: the trained adapter, extra named ones, and their views.
+"""LoRA adapters on a diffusers transformer through peft: the trained adapter, extra named ones, and their views.
 
 RL fine-tuning evaluates up to three policies from one set of base weights: the current policy (the trained
 adapter, ``"default"``), the reference (adapters off) and, for DiffusionNFT, an ``"old"`` policy kept as a second
@@ -8,9 +8,9 @@ last: only the trained adapter's weights require grad, and every view restores t
 peft toggles ``requires_grad`` itself when adapters are switched or disabled (it freezes every adapter on
 ``disable_adapters`` and unfreezes the active one on ``set_adapter``), so after every switch we re-assert ours.
 
-None of this depends on the architecture: the FLUX and Qwen-Image plugins subclass :class:`LoraAdapters`, setting
-only which diffusers pipeline class reads and writes the files (all use the ``transformer.``-prefixed peft keys
-with the LoRA config as metadata) and how error messages name the model.
+None of this depends on the architecture: each model plugin subclasses :class:`LoraAdapters`, setting only which
+diffusers pipeline class reads and writes the files (all use the ``transformer.``-prefixed peft keys with the LoRA
+config as metadata), how error messages name the model and the hint for a target that matches nothing.
 """
 
 from __future__ import annotations
@@ -42,20 +42,41 @@ def make_lora_config(config: Any) -> Any:
     )
 
 
+def merged_copy(transformer: torch.nn.Module, *, what: str = "the transformer") -> Any:
+    """A copy of ``transformer`` with the trained adapter fused into its weights and every adapter removed (the
+    export of a merged pipeline; ``what`` names the module in the error). Extra adapters such as DiffusionNFT's
+    "old" policy are not part of the exported model."""
+    import copy
+
+    merged: Any = copy.deepcopy(transformer)
+    others = [name for name in merged.peft_config if name != TRAINED_ADAPTER]
+    if others:
+        merged.delete_adapters(others)
+    try:
+        merged.fuse_lora(safe_fusing=True, adapter_names=[TRAINED_ADAPTER])
+    except ValueError as error:  # safe_fusing refuses NaN/inf weights rather than writing a broken model
+        raise RuntimeFailure(
+            f"cannot merge the LoRA into {what}: {error}",
+            hint="the checkpoint holds non-finite LoRA weights; export an earlier step (--step N)",
+        ) from error
+    merged.unload_lora()
+    return merged.requires_grad_(False)
+
+
 class LoraAdapters:
     """Named LoRA adapters injected into one transformer; ``"default"`` is the one the optimizer trains.
 
     ``config`` is the model's options: ``lora_rank``, ``effective_lora_alpha``, ``lora_target_modules`` and
     ``lora_init`` are read (every model plugin's config has them)."""
 
-    #: the diffusers pipeline class whose ``save_lora_weights`` / ``lora_state_dict`` write and read the files
-    pipeline_class: ClassVar[str] = "StableDiffusion3Pipeline"
-    #: how error messages name the transformer
-    model_label: ClassVar[str] = "SD3"
+    #: the diffusers pipeline class whose ``save_lora_weights`` / ``lora_state_dict`` write and read the files (each
+    #: model plugin's subclass sets it)
+    pipeline_class: ClassVar[str]
+    #: how error messages name the transformer ("SD3", "FLUX")
+    model_label: ClassVar[str]
     #: the hint for a ``lora_target_modules`` entry that matches no module
     target_hint: ClassVar[str] = (
-        "lora_target_modules are dotted-name suffixes of transformer modules, e.g. 'attn.to_q', "
-        "'attn.add_q_proj', 'ff.net.2', 'norm1.linear'"
+        "lora_target_modules are dotted-name suffixes of transformer modules, e.g. 'attn.to_q', 'attn.to_out.0'"
     )
 
     def __init__(self, transformer: torch.nn.Module, config: Any, *, seed: int = 0) -> None:

@@ -1,10 +1,10 @@
-"""2x2-packed latents, the layout FLUX and Qwen-Image transformers take, and their pipelines' sigma schedule.
+"""2x2-packed latents, the layout FLUX and Qwen-Image transformers take, their pipelines' sigma schedule, and the
+model base of both (:class:`PackedPipelineModel`).
 
 omni-rl keeps latents as (B, C, h, w) (what samplers, trajectories and the VAE see); those transformers take and
 return packed tokens (B, h/2 * w/2, 4C), each token one 2x2 patch's channels in the order of their pipelines'
 ``_pack_latents``. Packing is a permutation, so an Euler or SDE step and a per-sample mean log-prob are the same in
-either layout. SD3 does not pack (its transformer patchifies inside); this lives in omni-rl-sd3 beside the other
-pieces the diffusers model adapters share (:mod:`omni_rl_sd3.pipeline_model`).
+either layout. SD3 and Wan do not pack (their transformers patchify inside).
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from omni_rl.errors import ConfigError
+from omni_rl_pipelines.pipeline_model import PipelineModel
 
 
 def pack(latents: torch.Tensor) -> torch.Tensor:
@@ -52,3 +55,24 @@ def packed_sigma_schedule(
     else:
         scheduler.set_timesteps(sigmas=np.linspace(1.0, 1 / num_steps, num_steps), device="cpu", mu=mu)
     return scheduler.sigmas.to(device=device, dtype=torch.float32)
+
+
+class PackedPipelineModel(PipelineModel):
+    """A :class:`PipelineModel` whose transformer takes 2x2-packed tokens (FLUX, Qwen-Image): image sizes are whole
+    2x2 patches of latents, and the sigma schedule is their pipelines' (:func:`packed_sigma_schedule`)."""
+
+    #: image size multiple in latent pixels beyond the VAE's: the 2x2 packing
+    patch_size = 2
+
+    def sigma_schedule(self, num_steps: int, height: int, width: int) -> torch.Tensor:
+        """The pipeline's sigmas: linspace(1, 1/n, n) through the scheduler with mu = calculate_shift(image tokens)
+        (used when the scheduler has ``use_dynamic_shifting``: FLUX.1-dev's shift, Qwen-Image's exponential shift
+        and terminal stretch; FLUX.1-schnell's fixed shift 1 ignores it), then 0; float32, shape (n + 1,), on the
+        model's device."""
+        if num_steps < 1:
+            raise ConfigError(f"num_steps must be >= 1, got {num_steps}", hint="set [rollout] steps >= 1")
+        _, h, w = self.latent_shape(height, width)
+        return packed_sigma_schedule(self.pipeline.scheduler, num_steps, h, w, device=self.device)
+
+    def _patch_note(self) -> str:
+        return "2x2 latent packing"

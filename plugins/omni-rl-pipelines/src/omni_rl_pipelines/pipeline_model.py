@@ -1,14 +1,13 @@
 """What the diffusers-pipeline model adapters share: training state, policy views, export and offloading.
 
-SD3, FLUX and Qwen-Image each wrap one diffusers pipeline whose transformer is trained, with LoRA (the reference
-policy is adapters off, extra adapters are DiffusionNFT's "old" or AWM's "ema" policy) or in full (``lora_rank =
-0``: the whole transformer is the trained state). Everything on that side of a model does not depend on the
-architecture, so it is written once here, in :class:`PipelineModel`, which each adapter subclasses; prompt encoding,
-latent layout, guidance and the sigma schedule stay in each plugin.
+SD3, FLUX, Qwen-Image and Wan each wrap one diffusers pipeline whose transformer is trained, with LoRA (the
+reference policy is adapters off, extra adapters are DiffusionNFT's "old" or AWM's "ema" policy) or in full
+(``lora_rank = 0``: the whole transformer is the trained state). Everything on that side of a model does not depend
+on the architecture, so it is written once here, in :class:`PipelineModel`, which each adapter subclasses; prompt
+encoding, latent layout, guidance and the sigma schedule stay in each model plugin.
 
-Why here: omni-rl-sd3 was the first diffusers model adapter, and the FLUX and Qwen-Image plugins depend on it
-anyway (FLUX for its offline tokenizers, both for the LoRA bookkeeping of :mod:`omni_rl_sd3.lora`). The core stays
-free of diffusers and peft, and omni-rl-diffusers is a rollout backend that works with any model.
+Why a library of its own (omni-rl-pipelines): the model plugins depend on it and not on each other, and the core
+stays free of diffusers and peft (omni-rl-diffusers is a rollout backend that works with any model).
 """
 
 from __future__ import annotations
@@ -17,17 +16,20 @@ import contextlib
 import copy
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
+from omni_rl.batch import Conditioning
+from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
-from omni_rl_sd3.compat import dtype_kwargs
-from omni_rl_sd3.lora import TRAINED_ADAPTER, LoraAdapters
-from omni_rl_sd3.speed import apply_speed_options, attention_context, graphed_calls
+from omni_rl_pipelines.compat import dtype_kwargs
+from omni_rl_pipelines.loading import PipelineKind
+from omni_rl_pipelines.lora import TRAINED_ADAPTER, LoraAdapters, merged_copy
+from omni_rl_pipelines.speed import apply_speed_options, attention_context, graphed_calls
 
 #: What :meth:`PipelineModel.save_lora` writes for full fine-tuning (``lora_rank = 0``): the whole transformer.
 FULL_TRANSFORMER_DIR = "transformer"
@@ -99,18 +101,17 @@ class FullTransformerFiles:
 class PipelineModel:
     """The architecture-independent part of a diffusers-pipeline :class:`~omni_rl.protocols.DiffusionModel`.
 
-    A subclass sets the class attributes, loads its pipeline, sets the instance attributes below and calls
-    :meth:`_prepare_transformer`; it writes the prompt encoding, :meth:`predict_velocity`, the schedule and the VAE
-    side itself."""
+    A subclass sets the class attributes; its ``__init__`` calls :meth:`_open_pipeline` (path, device, dtype,
+    pipeline), places the components (:meth:`_place_components` where they may be offloaded), sets the instance
+    attributes below and calls :meth:`_prepare_transformer`; it writes the prompt encoding,
+    :meth:`predict_velocity`, the schedule and the VAE side itself."""
 
-    #: how messages name the architecture ("SD3", "FLUX", "Qwen-Image")
-    model_label: ClassVar[str]
-    #: the diffusers pipeline class (``build_pipeline``, exports)
-    pipeline_class: ClassVar[str]
+    #: the pipeline: how its directory is checked, built when tiny and missing, and loaded, and how messages name it
+    pipeline_kind: ClassVar[PipelineKind]
     #: the diffusers transformer class (full fine-tuning's checkpoints)
     transformer_class: ClassVar[str]
-    #: the LoRA bookkeeping (and file format) of this architecture
-    adapters_class: ClassVar[type[LoraAdapters]] = LoraAdapters
+    #: the LoRA bookkeeping (and file format) of this architecture: a :class:`LoraAdapters` subclass
+    adapters_class: ClassVar[type[LoraAdapters]]
 
     config: Any
     device: torch.device
@@ -122,31 +123,120 @@ class PipelineModel:
     patch_size: int
     latent_channels: int
 
+    @property
+    def model_label(self) -> str:
+        """How messages name the architecture ("SD3", "FLUX", "Qwen-Image", "Wan"): the pipeline kind's label."""
+        return self.pipeline_kind.label
+
+    @property
+    def pipeline_class(self) -> str:
+        """The diffusers pipeline class (``build_pipeline``, exports): the pipeline kind's."""
+        return self.pipeline_kind.pipeline_class
+
+    # -- building: the steps every adapter's __init__ shares ---------------------------------------------------
+
+    def _open_pipeline(self, config: Any, ctx: BuildContext | None) -> BuildContext:
+        """Resolve ``config.path`` (writing the tiny pipeline first when ``build_tiny_if_missing`` asks for it) and
+        load the pipeline on the CPU in ``config.dtype``; sets ``config``, ``pipeline_path``, ``device``, ``dtype``,
+        ``pipeline`` and ``transformer``, and returns the build context (a default one when ``ctx`` is None)."""
+        ctx = ctx or BuildContext()
+        self.config = config
+        #: the local directory (or hub id) the weights came from
+        self.pipeline_path: str = self._resolve_path(config)
+        self.device = torch.device(ctx.device)
+        self.dtype = DTYPES[config.dtype]
+        #: the loaded pipeline; its modules are the ones this model runs and trains
+        self.pipeline = self._load_pipeline(config, self.pipeline_path)
+        self.transformer = self.pipeline.transformer
+        return ctx
+
+    def _resolve_path(self, config: Any) -> str:
+        """The directory (checked) or hub id to load; a model whose tiny builder takes options overrides this."""
+        return self.pipeline_kind.resolve(config)
+
+    def _load_pipeline(self, config: Any, source: str) -> Any:
+        """The pipeline loaded from ``source``; a model that skips components overrides this."""
+        return self.pipeline_kind.load(config, source)
+
+    def _place_components(self, text_encoders: Sequence[torch.nn.Module]) -> None:
+        """The transformer on the device; the VAE and ``text_encoders`` there too, or on the CPU between uses when
+        ``offload_vae`` / ``offload_text_encoders`` (:class:`~omni_rl_pipelines.options.MemoryOptions`); all but the
+        transformer frozen, in eval mode. Sets ``vae``."""
+        self.transformer.to(self.device)
+        self.vae = self.pipeline.vae
+        self.vae.to("cpu" if self.config.offload_vae else self.device)
+        for module in text_encoders:
+            module.to("cpu" if self.config.offload_text_encoders else self.device)
+        for module in (self.vae, *text_encoders):
+            module.requires_grad_(False).eval()
+
     def _prepare_transformer(self, seed: int) -> None:
         """Freeze what is not trained, inject LoRA (``lora_rank > 0``, seeded so every worker starts alike) and turn
-        on gradient checkpointing when asked to. Every module stays in eval mode: none has dropout, and a LoRA
-        dropout would make the recomputed log-probs differ from the rollout's."""
+        on gradient checkpointing and the speed options when asked to. Every module stays in eval mode: none has
+        dropout, and a LoRA dropout would make the recomputed log-probs differ from the rollout's."""
         self.transformer.requires_grad_(self.config.lora_rank == 0).eval()
         self.adapters: LoraAdapters | None = None
         if self.config.lora_rank > 0:
             self.adapters = self.adapters_class(self.transformer, self.config, seed=seed)
         #: full fine-tuning only: a frozen copy of the transformer kept by :meth:`keep_reference_copy`
         self.reference_transformer: Any = None
+        self._apply_module_options(self.transformer)
+
+    def _apply_module_options(self, transformer: Any) -> None:
+        """Gradient checkpointing and the speed options on one transformer (each of Wan2.2's experts goes through
+        here), after LoRA is injected so compiled blocks include it."""
         if self.config.gradient_checkpointing:
-            self.transformer.enable_gradient_checkpointing()
-        apply_speed_options(self.config, self.transformer, self.pipeline.vae, self.device, self.model_label)
+            transformer.enable_gradient_checkpointing()
+        apply_speed_options(self.config, transformer, self.pipeline.vae, self.device, self.model_label)
+
+    # -- the checks every predict_velocity shares --------------------------------------------------------------
+
+    def _sigmas(self, sigmas: torch.Tensor, batch: int) -> torch.Tensor:
+        """The per-sample sigmas, float32 on the device: one value is broadcast to the ``batch`` samples."""
+        sigma = torch.as_tensor(sigmas, dtype=torch.float32, device=self.device).reshape(-1)
+        if sigma.numel() == 1:
+            sigma = sigma.expand(batch)
+        return sigma
+
+    def _conditioning_rows(
+        self, conditioning: Conditioning, keys: Sequence[str], batch: int, rows: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """The ``keys`` tensors of ``conditioning`` (their ``rows`` only, when given), as stored: a RuntimeFailure
+        when one is missing (the negatives are encoded only for CFG) or their samples are not the latents'."""
+        tensors = conditioning.tensors
+        if any(key not in tensors for key in keys):
+            raise RuntimeFailure(
+                f"{self.model_label} conditioning lacks {keys[0]!r}",
+                hint="encode the prompts with the guidance scale used for sampling (the negative prompt is encoded "
+                "only when guidance_scale > 1)",
+            )
+        values = [tensors[key] if rows is None else tensors[key][rows.to(tensors[key].device)] for key in keys]
+        if values[0].shape[0] != batch:
+            raise RuntimeFailure(
+                f"conditioning has {values[0].shape[0]} samples but the latents have {batch}",
+                hint="index the Conditioning with the same samples as the latents",
+            )
+        return values
+
+    def _latent_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, 1 / std) shaped (1, C, 1, 1, 1), as the pipelines of VAEs with per-channel latent statistics
+        (``latents_mean`` / ``latents_std``: Qwen-Image's and Wan's) build them."""
+        config = self.vae.config
+        mean = torch.tensor(config.latents_mean).view(1, config.z_dim, 1, 1, 1)
+        inverse_std = 1.0 / torch.tensor(config.latents_std).view(1, config.z_dim, 1, 1, 1)
+        return mean, inverse_std
 
     @property
     def old_log_probs_with_grad(self) -> bool:
         """Read by the update engine: recompute the old log-probs through the trained (grad) forward, because a
         compiled block runs other kernels with gradients than without, and a graphed no-grad call is not the
-        trained forward either (omni_rl_sd3.speed)."""
+        trained forward either (omni_rl_pipelines.speed)."""
         return bool(self.config.old_log_probs_with_grad)
 
     @functools.cached_property
     def graphs(self) -> Any:
         """With ``cuda_graphs``: what serves the no-grad transformer calls from captured graphs
-        (omni_rl_sd3.cuda_graphs); None without."""
+        (omni_rl_pipelines.cuda_graphs); None without."""
         return graphed_calls(self.config)
 
     def call_transformer(self, module: torch.nn.Module, **kwargs: Any) -> Any:
@@ -190,6 +280,18 @@ class PipelineModel:
                 hint="pass images as decode returns them",
             )
         self.latent_shape(int(images.shape[1]), int(images.shape[2]))  # raises for sizes the model cannot take
+
+    def _pixels(self, images: torch.Tensor) -> torch.Tensor:
+        """``encode_images``' input for the VAE: uint8 (B, H, W, 3) checked, then float32 (B, 3, H, W) in [-1, 1] on
+        the device, as the pipelines' image processors ``normalize``."""
+        self._check_images(images)
+        return images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
+
+    @staticmethod
+    def _uint8_images(image: torch.Tensor) -> torch.Tensor:
+        """The image processor's (B, 3, H, W) output in [0, 1] as ``decode`` returns it: uint8 (B, H, W, 3), the
+        pipeline's ``output_type="np"`` times 255, rounded."""
+        return (image.permute(0, 2, 3, 1).float() * 255).round().to(torch.uint8)
 
     # -- protocol: training state ------------------------------------------------------------------------------
 
@@ -305,16 +407,4 @@ class PipelineModel:
         """A copy of the transformer with the trained adapter fused into its weights and every adapter removed."""
         if self.adapters is None:
             return self.transformer  # full fine-tuning: the weights are already plain
-        merged = copy.deepcopy(self.transformer)
-        others = [name for name in merged.peft_config if name != TRAINED_ADAPTER]
-        if others:  # e.g. DiffusionNFT's "old" policy: not part of the exported model
-            merged.delete_adapters(others)
-        try:
-            merged.fuse_lora(safe_fusing=True, adapter_names=[TRAINED_ADAPTER])
-        except ValueError as error:  # safe_fusing refuses NaN/inf weights rather than writing a broken model
-            raise RuntimeFailure(
-                f"cannot merge the LoRA into the transformer: {error}",
-                hint="the checkpoint holds non-finite LoRA weights; export an earlier step (--step N)",
-            ) from error
-        merged.unload_lora()
-        return merged.requires_grad_(False)
+        return merged_copy(self.transformer)

@@ -1,8 +1,8 @@
 """Per-prompt text embeddings, encoded one prompt at a time, cached on the CPU, with offloadable text encoders.
 
-Shared by the FLUX and Qwen-Image adapters (their text encoders are 4.7B and 7B models). Each prompt is encoded
-alone: an encoder's output may depend (at float rounding) on what else shares its batch, and a prompt's images
-must not depend on which other prompts share its worker. The cache exists because RL revisits the same prompts
+Shared by the FLUX, Qwen-Image and Wan adapters (their text encoders are 4.7B, 7B and 5.7B models). Each prompt is
+encoded alone: an encoder's output may depend (at float rounding) on what else shares its batch, and a prompt's
+images must not depend on which other prompts share its worker. The cache exists because RL revisits the same prompts
 every epoch and the negative prompt every step: a hit skips the encoders entirely (and, with ``offload``, skips
 moving them to the device).
 """
@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
-from omni_rl_sd3.pipeline_model import on_device
+from omni_rl_pipelines.pipeline_model import on_device
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 Entry = TypeVar("Entry")
+
+#: the Conditioning keys of a prompt's and of the negative prompt's embeddings (the pipelines' argument names)
+POSITIVE = "prompt_embeds"
+NEGATIVE = "negative_prompt_embeds"
 
 
 class CachedPromptEncoder(Generic[Entry]):
@@ -40,6 +47,18 @@ class CachedPromptEncoder(Generic[Entry]):
         self._pinned: dict[str, Entry] = {}
         #: how many prompts went through the text encoders (tests and logs read it)
         self.encoded_count = 0
+
+    @classmethod
+    def for_options(cls, pipeline: Any, options: Any, *, device: torch.device) -> Self:
+        """The encoder a model's options ask for: ``max_sequence_length``, ``prompt_cache_size`` and
+        ``offload_text_encoders`` (:class:`~omni_rl_pipelines.options.MemoryOptions`)."""
+        return cls(
+            pipeline,
+            device=device,
+            max_sequence_length=options.max_sequence_length,
+            cache_size=options.prompt_cache_size,
+            offload=options.offload_text_encoders,
+        )
 
     def _encoders(self) -> list[torch.nn.Module]:
         raise NotImplementedError
@@ -78,3 +97,11 @@ class CachedPromptEncoder(Generic[Entry]):
         self._cache[prompt] = entry
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
+
+
+class TextEncoderPrompts(CachedPromptEncoder[torch.Tensor]):
+    """The encoder of a pipeline with one text encoder, ``pipeline.text_encoder`` (Qwen-Image's Qwen2.5-VL, Wan's
+    UMT5), whose entry per prompt is one embedding tensor; the subclass says how one prompt is encoded."""
+
+    def _encoders(self) -> list[torch.nn.Module]:
+        return [self.pipeline.text_encoder]

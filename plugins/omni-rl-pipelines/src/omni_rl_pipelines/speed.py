@@ -1,5 +1,5 @@
-"""Speed options every diffusers model adapter shares (SD3, FLUX, Qwen-Image): each off by default, and off changes
-not a bit.
+"""Speed options every diffusers model adapter shares (SD3, FLUX, Qwen-Image, Wan): each off by default, and off
+changes not a bit.
 
 - ``compile = "regional"``: ``torch.compile`` of each transformer block in place (regional compilation: the
   blocks repeat, so one compiled graph serves them all and compiling takes seconds, not the minutes a whole-model
@@ -22,7 +22,7 @@ not a bit.
   another memory order: equal to float rounding.
 
 - ``cuda_graphs``: the no-grad transformer calls (sampling, validation, the reference's no-grad forward) replay
-  CUDA graphs captured once per shape and LoRA view (:mod:`omni_rl_sd3.cuda_graphs`); calls under gradients stay
+  CUDA graphs captured once per shape and LoRA view (:mod:`omni_rl_pipelines.cuda_graphs`); calls under gradients stay
   eager. CUDA-only, so refused on a CPU worker; like ``compile`` it has the old log-probs recomputed through the
   trained forward, and the config refuses it where they would not be (and under FSDP2, whose forwards gather the
   weights into new memory each call).
@@ -41,9 +41,10 @@ ATTENTION_BACKENDS: tuple[str, ...] = ("default", "flash", "cudnn", "efficient",
 COMPILE_MODES: tuple[str, ...] = ("off", "regional")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, slots=False)
 class SpeedOptions:
-    """The shared speed options of ``[model] options`` (the model configs subclass this)."""
+    """The shared speed options of ``[model] options`` (the model configs subclass this, with
+    :class:`~omni_rl_pipelines.options.PipelineOptions`; not slotted, so it combines with the other option bases)."""
 
     #: "regional": torch.compile each transformer block (the old log-probs are then recomputed with gradients on)
     compile: Literal["off", "regional"] = attrs.field(default="off", validator=attrs.validators.in_(COMPILE_MODES))
@@ -141,11 +142,11 @@ def to_channels_last(module: Any) -> None:
 
 
 def graphed_calls(options: SpeedOptions) -> Any:
-    """The :class:`~omni_rl_sd3.cuda_graphs.GraphedCalls` that serves the model's no-grad transformer calls, or None
-    when ``cuda_graphs`` is off (calls then go straight to the module)."""
+    """The :class:`~omni_rl_pipelines.cuda_graphs.GraphedCalls` that serves the model's no-grad transformer calls, or
+    None when ``cuda_graphs`` is off (calls then go straight to the module)."""
     if not options.cuda_graphs:
         return None
-    from omni_rl_sd3.cuda_graphs import CudaGraphBackend, GraphedCalls
+    from omni_rl_pipelines.cuda_graphs import CudaGraphBackend, GraphedCalls
 
     return GraphedCalls(CudaGraphBackend())
 

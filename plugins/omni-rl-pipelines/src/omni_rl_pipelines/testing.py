@@ -1,6 +1,6 @@
-"""Test helpers for the model plugins built on :class:`omni_rl_sd3.pipeline_model.PipelineModel` (SD3, FLUX,
-Qwen-Image): the conformance checks of full fine-tuning, written once for all of them. Imports pytest; only tests
-import this module."""
+"""Test helpers for the model plugins built on :class:`omni_rl_pipelines.pipeline_model.PipelineModel` (SD3, FLUX,
+Qwen-Image, Wan): the conformance checks of full fine-tuning, written once for all of them, a CPU stand-in for CUDA
+graphs and the first update's on-policy ratio. Imports pytest; only tests import this module."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from omni_rl.errors import RuntimeFailure
-from omni_rl_sd3.pipeline_model import FULL_TRANSFORMER_DIR, PipelineModel
+from omni_rl_pipelines.pipeline_model import FULL_TRANSFORMER_DIR, PipelineModel
 
 
 class FullFineTuningChecks:
@@ -58,7 +58,7 @@ class FullFineTuningChecks:
 
 
 class ReplayingGraphBackend:
-    """A CPU stand-in for :class:`~omni_rl_sd3.cuda_graphs.CudaGraphBackend` with a CUDA graph's data flow: the
+    """A CPU stand-in for :class:`~omni_rl_pipelines.cuda_graphs.CudaGraphBackend` with a CUDA graph's data flow: the
     capture runs the call once on the static inputs and keeps its output tensors, and each replay runs it again on
     whatever those static inputs now hold and writes the result into the same output tensors. A caller that forgot
     to copy new inputs in, or kept a static output it should have cloned, sees stale numbers here as it would on a

@@ -1,4 +1,4 @@
-"""Tokenizers for tiny SD3 pipelines, written from scratch so no hub is needed.
+"""CLIP and T5 tokenizers for tiny pipelines (SD3, FLUX, Wan's UMT5), written from scratch so no hub is needed.
 
 The files follow the real layouts, so the tokenizers load through transformers' own loading code:
 

@@ -1,6 +1,7 @@
-"""Qwen-Image's latent layout: 2x2 packing into tokens, and the per-token true-CFG combination.
+"""Qwen-Image's latent layout: 2x2 packing into tokens, and the per-token true-CFG combination
+(docs/math.md#classifier-free-guidance).
 
-The 2x2 packing itself is :mod:`omni_rl_sd3.packed_latents` (FLUX packs the same way). omni-rl keeps latents as
+The 2x2 packing itself is :mod:`omni_rl_pipelines.packed_latents` (FLUX packs the same way). omni-rl keeps latents as
 (B, C, h, w) (what samplers, trajectories and rewards see, and what the VAE takes with a
 frame axis added); the transformer takes and returns packed tokens (B, h/2 * w/2, 4C), each token the 2x2 patch's
 channels in QwenImagePipeline._pack_latents order. Packing is a permutation, so an Euler or SDE step and a
@@ -11,7 +12,7 @@ it happens on packed tokens.
 from __future__ import annotations
 
 import torch
-from omni_rl_sd3.packed_latents import pack, unpack
+from omni_rl_pipelines.packed_latents import pack, unpack
 
 __all__ = ["pack", "true_cfg", "unpack"]
 

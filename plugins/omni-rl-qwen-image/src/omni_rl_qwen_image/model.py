@@ -10,8 +10,9 @@ postprocess. So an Euler loop over :meth:`sigma_schedule` with :meth:`predict_ve
 output for the same seed. Rollout and training use the same :meth:`predict_velocity`, which is what makes the
 on-policy ratio 1.
 
-The CFG arithmetic runs in float32 (MATH.md): under bf16 weights that is a rounding away from the pipeline, which
-combines in the weights' dtype. All modules stay in eval mode (Qwen-Image has no dropout; LoRA dropout is 0).
+The CFG arithmetic runs in float32 (docs/math.md#classifier-free-guidance): under bf16 weights that is a rounding
+away from the pipeline, which combines in the weights' dtype. All modules stay in eval mode (Qwen-Image has no
+dropout; LoRA dropout is 0).
 """
 
 from __future__ import annotations
@@ -20,60 +21,40 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from omni_rl_sd3.packed_latents import packed_sigma_schedule
-from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
+from omni_rl_pipelines.packed_latents import PackedPipelineModel
+from omni_rl_pipelines.pipeline_model import on_device
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_qwen_image.config import QwenImageConfig
 from omni_rl_qwen_image.latents import pack, true_cfg, unpack
-from omni_rl_qwen_image.loading import load_pipeline, resolve_pipeline_path
+from omni_rl_qwen_image.loading import QWEN_IMAGE
 from omni_rl_qwen_image.lora import QwenLoraAdapters
 from omni_rl_qwen_image.prompts import NEGATIVE, POSITIVE, PromptEncoder, stack_texts, trimmed
 
 
-class QwenImageModel(PipelineModel):
+class QwenImageModel(PackedPipelineModel):
     """A loaded Qwen-Image pipeline whose transformer is trained (LoRA by default), inside one policy worker.
 
-    Training state, policy views and export are :class:`omni_rl_sd3.pipeline_model.PipelineModel`'s."""
+    Training state, policy views, export and the packed sigma schedule are
+    :class:`omni_rl_pipelines.packed_latents.PackedPipelineModel`'s."""
 
-    model_label = "Qwen-Image"
-    pipeline_class = "QwenImagePipeline"
     transformer_class = "QwenImageTransformer2DModel"
     adapters_class = QwenLoraAdapters
+    pipeline_kind = QWEN_IMAGE
 
     def __init__(self, config: QwenImageConfig, ctx: BuildContext | None = None) -> None:
-        ctx = ctx or BuildContext()
-        self.config = config
-        #: the local directory (or hub id) the weights came from
-        self.pipeline_path: str = resolve_pipeline_path(config)
-        self.device = torch.device(ctx.device)
-        self.dtype = DTYPES[config.dtype]
-        #: the loaded pipeline; its modules are the ones this model runs and trains
-        self.pipeline = load_pipeline(config, self.pipeline_path)
-        self.transformer = self.pipeline.transformer
+        ctx = self._open_pipeline(config, ctx)
         if self.transformer.config.guidance_embeds:
             raise ConfigError(
                 f"{self.pipeline_path} holds a guidance-distilled Qwen-Image transformer (guidance_embeds = true)",
                 hint="the qwen_image model trains the true-CFG Qwen-Image; use a pipeline without guidance embeddings",
             )
-        self.transformer.to(self.device)
-        self.vae = self.pipeline.vae
-        self.vae.to("cpu" if config.offload_vae else self.device)
-        self.pipeline.text_encoder.to("cpu" if config.offload_text_encoder else self.device)
-        for module in (self.vae, self.pipeline.text_encoder):
-            module.requires_grad_(False).eval()
+        self._place_components((self.pipeline.text_encoder,))
         self._prepare_transformer(ctx.seed)
-        self.prompts = PromptEncoder(
-            self.pipeline,
-            device=self.device,
-            max_sequence_length=config.max_sequence_length,
-            cache_size=config.prompt_cache_size,
-            offload=config.offload_text_encoder,
-        )
+        self.prompts = PromptEncoder.for_options(self.pipeline, config, device=self.device)
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
-        self.patch_size = 2  # 2x2 packing
         self.latent_channels: int = self.transformer.config.in_channels // 4
         self.num_train_timesteps: int = self.pipeline.scheduler.config.num_train_timesteps
         #: transformer forwards so far (one per prompt set per step; tests check CFG costs two, no CFG one)
@@ -101,9 +82,7 @@ class QwenImageModel(PipelineModel):
         trained weights when called under grad."""
         batch, _, height, width = latents.shape
         tokens = pack(latents.to(self.device, self.dtype))
-        sigma = torch.as_tensor(sigmas, dtype=torch.float32, device=self.device).reshape(-1)
-        if sigma.numel() == 1:
-            sigma = sigma.expand(batch)
+        sigma = self._sigmas(sigmas, batch)
         # the pipeline passes the scheduler's timestep (sigma * 1000, float32) cast to the latents' dtype, / 1000
         timestep = (sigma * self.num_train_timesteps).to(self.dtype) / self.num_train_timesteps
         img_shapes = [[(1, height // 2, width // 2)]] * batch
@@ -134,41 +113,10 @@ class QwenImageModel(PipelineModel):
             )[0]
 
     def _text(self, conditioning: Conditioning, key: str, batch: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        tensors = conditioning.tensors
-        if key not in tensors or f"{key}_mask" not in tensors:
-            raise RuntimeFailure(
-                f"Qwen-Image conditioning lacks {key!r}",
-                hint="encode the prompts with the guidance scale used for sampling (the negative prompt is encoded "
-                "only when guidance_scale > 1)",
-            )
-        embeds, mask = tensors[key], tensors[f"{key}_mask"]
-        if embeds.shape[0] != batch:
-            raise RuntimeFailure(
-                f"conditioning has {embeds.shape[0]} samples but the latents have {batch}",
-                hint="index the Conditioning with the same samples as the latents",
-            )
-        embeds, kept = trimmed(embeds.to(self.device, self.dtype), mask.to(self.device))
-        return embeds, kept
+        embeds, mask = self._conditioning_rows(conditioning, (key, f"{key}_mask"), batch)
+        return trimmed(embeds.to(self.device, self.dtype), mask.to(self.device))
 
     # -- protocol: schedule, shapes, images ------------------------------------------------------------------
-
-    def sigma_schedule(self, num_steps: int, height: int, width: int) -> torch.Tensor:
-        """The pipeline's sigmas: linspace(1, 1/n, n) through the scheduler with mu = calculate_shift(image tokens)
-        (the exponential resolution-dependent shift, then the terminal stretch), trailing 0; float32, (n + 1,)."""
-        if num_steps < 1:
-            raise ConfigError(f"num_steps must be >= 1, got {num_steps}", hint="set [rollout] steps >= 1")
-        _, h, w = self.latent_shape(height, width)
-        return packed_sigma_schedule(self.pipeline.scheduler, num_steps, h, w, device=self.device)
-
-    def _patch_note(self) -> str:
-        return "2x2 latent packing"
-
-    def _latent_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, 1 / std) shaped (1, C, 1, 1, 1), as the pipeline builds them."""
-        config = self.vae.config
-        mean = torch.tensor(config.latents_mean).view(1, config.z_dim, 1, 1, 1)
-        inverse_std = 1.0 / torch.tensor(config.latents_std).view(1, config.z_dim, 1, 1, 1)
-        return mean, inverse_std
 
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
@@ -179,16 +127,15 @@ class QwenImageModel(PipelineModel):
             mean, inverse_std = (t.to(z.device, z.dtype) for t in self._latent_stats())
             image = vae.decode(z / inverse_std + mean, return_dict=False)[0][:, :, 0]
             image = self.pipeline.image_processor.postprocess(image, output_type="pt")
-        return (image.permute(0, 2, 3, 1).float() * 255).round().to(torch.uint8)
+        return self._uint8_images(image)
 
     @torch.no_grad()
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
         """uint8 images (B, H, W, 3) -> float32 latents (B, C, h, w): the VAE posterior's mean, normalised as the
         Qwen-Image img2img pipelines do, ``(z - mean) / std`` (optional protocol member, offline preference data)."""
-        self._check_images(images)
+        pixels = self._pixels(images)
         vae = self.vae
         with on_device(self.device, vae, enabled=self.config.offload_vae):
-            pixels = images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
             posterior = vae.encode(pixels.unsqueeze(2).to(vae.dtype), return_dict=False)[0]
             mean, inverse_std = (t.to(pixels.device, vae.dtype) for t in self._latent_stats())
             z = (posterior.mode() - mean) * inverse_std

@@ -2,7 +2,7 @@
 
 Encoding goes through ``QwenImagePipeline.encode_prompt`` itself (the chat template, the 34 template tokens dropped,
 the last hidden layer of Qwen2.5-VL, truncation to ``max_sequence_length``), so the embeddings are the pipeline's
-bit for bit. Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_sd3.prompt_cache
+bit for bit. Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_pipelines.prompt_cache
 .CachedPromptEncoder`'s. Prompts of a batch are right-padded with zeros to the longest, with a mask (1 = token,
 0 = padding) that the transformer uses as its attention mask: this is exactly how the pipeline pads a batch.
 """
@@ -12,18 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from omni_rl_sd3.prompt_cache import CachedPromptEncoder
+from omni_rl_pipelines.prompt_cache import NEGATIVE, POSITIVE, TextEncoderPrompts
 
-#: the Conditioning keys of the positive and the negative prompt (each with a ``_mask`` twin)
-POSITIVE = "prompt_embeds"
-NEGATIVE = "negative_prompt_embeds"
+# POSITIVE and NEGATIVE: the Conditioning keys of the positive and the negative prompt (each with a ``_mask`` twin)
+__all__ = ["NEGATIVE", "POSITIVE", "PromptEncoder", "pad_stack", "stack_texts", "trimmed"]
 
 
-class PromptEncoder(CachedPromptEncoder[torch.Tensor]):
+class PromptEncoder(TextEncoderPrompts):
     """Encodes prompts with the pipeline's Qwen2.5-VL; keeps up to ``cache_size`` distinct prompts on the CPU."""
-
-    def _encoders(self) -> list[torch.nn.Module]:
-        return [self.pipeline.text_encoder]
 
     def _encode_one(self, prompt: str) -> torch.Tensor:
         embeds, mask = self.pipeline.encode_prompt(

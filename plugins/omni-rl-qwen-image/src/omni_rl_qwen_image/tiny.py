@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from omni_rl_sd3.tiny import TINY_MARKER, write_tiny_pipeline
+from omni_rl_pipelines.tiny import TINY_MARKER, seeded_components, tiny_latent_stats, write_tiny_pipeline
 
 from omni_rl.errors import ConfigError
 from omni_rl_qwen_image.tiny_tokenizer import (
@@ -144,20 +144,15 @@ def build_tiny_qwen_image_pipeline(
 
 def random_pipeline(shape: TinyQwenImageShape, *, seed: int, tokenizer_dir: Path) -> QwenImagePipeline:
     """Every component with seeded random weights (the caller's global RNG is left alone)."""
-    import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, QwenImagePipeline
     from transformers import Qwen2Tokenizer
 
     write_qwen2_tokenizer(tokenizer_dir)
     tokenizer = Qwen2Tokenizer.from_pretrained(tokenizer_dir)
-    with torch.random.fork_rng(devices=[]):
-        # one seed per component, so changing one component's shape leaves the others' weights unchanged
-        torch.manual_seed(seed * 8 + 0)
-        transformer = _transformer(shape)
-        torch.manual_seed(seed * 8 + 1)
-        vae = _vae(shape)
-        torch.manual_seed(seed * 8 + 2)
-        text_encoder = _text_encoder(shape)
+    # one seed per component, so changing one component's shape leaves the others' weights unchanged
+    transformer, vae, text_encoder = seeded_components(
+        seed, lambda: _transformer(shape), lambda: _vae(shape), lambda: _text_encoder(shape)
+    )
     return QwenImagePipeline(
         transformer=transformer,
         vae=vae,
@@ -184,13 +179,10 @@ def _transformer(shape: TinyQwenImageShape) -> Any:
 
 
 def _vae(shape: TinyQwenImageShape) -> Any:
-    import torch
     from diffusers import AutoencoderKLQwenImage
 
     channels = shape.latent_channels
-    # per-channel statistics that are not 0/1, so a decode that forgets them (or applies them backwards) shows
-    mean = torch.linspace(-0.3, 0.3, channels).tolist()
-    std = torch.linspace(0.6, 1.8, channels).tolist()
+    mean, std = tiny_latent_stats(channels)
     return AutoencoderKLQwenImage(
         base_dim=shape.vae_base_dim,
         z_dim=channels,

@@ -16,45 +16,57 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from omni_rl_pipelines.lora import LoraAdapters
+from omni_rl_pipelines.pipeline_model import FULL_TRANSFORMER_DIR, PipelineModel
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_sd3.config import SD3Config
-from omni_rl_sd3.loading import load_pipeline, resolve_pipeline_path
-from omni_rl_sd3.pipeline_model import DTYPES, FULL_TRANSFORMER_DIR, PipelineModel
+from omni_rl_sd3.loading import SD3, load_pipeline, resolve_pipeline_path
 
-__all__ = ["FULL_TRANSFORMER_DIR", "SD3Model", "build_sd3_model"]
+__all__ = ["FULL_TRANSFORMER_DIR", "SD3LoraAdapters", "SD3Model", "build_sd3_model"]
+
+
+class SD3LoraAdapters(LoraAdapters):
+    """Named LoRA adapters on an ``SD3Transformer2DModel``, in diffusers' SD3 LoRA file format."""
+
+    pipeline_class = "StableDiffusion3Pipeline"
+    model_label = "SD3"
+    target_hint = (
+        "lora_target_modules are dotted-name suffixes of transformer modules, e.g. 'attn.to_q', "
+        "'attn.add_q_proj', 'ff.net.2', 'norm1.linear'"
+    )
 
 
 class SD3Model(PipelineModel):
-    """A loaded SD3 pipeline whose transformer is trained (LoRA by default), inside one policy worker."""
+    """A loaded SD3 pipeline whose transformer is trained (LoRA by default), inside one policy worker.
 
-    model_label = "SD3"
-    pipeline_class = "StableDiffusion3Pipeline"
+    Training state, policy views and export are :class:`omni_rl_pipelines.pipeline_model.PipelineModel`'s."""
+
     transformer_class = "SD3Transformer2DModel"
+    adapters_class = SD3LoraAdapters
+    pipeline_kind = SD3
 
     def __init__(self, config: SD3Config, ctx: BuildContext | None = None) -> None:
-        ctx = ctx or BuildContext()
-        self.config = config
-        #: the local directory (or hub id) the weights came from
-        self.pipeline_path: str = resolve_pipeline_path(config)
-        self.device = torch.device(ctx.device)
-        self.dtype = DTYPES[config.dtype]
-        #: the loaded pipeline; its modules are the ones this model runs and trains
-        self.pipeline = load_pipeline(config, self.pipeline_path)
+        ctx = self._open_pipeline(config, ctx)
         self.pipeline.to(self.device)
         for name in ("vae", "text_encoder", "text_encoder_2", "text_encoder_3"):
             module = getattr(self.pipeline, name, None)
             if module is not None:
                 module.requires_grad_(False).eval()
-        self.transformer = self.pipeline.transformer
         self._prepare_transformer(ctx.seed)
         self.vae = self.pipeline.vae
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
         self.patch_size: int = self.transformer.config.patch_size
         self.latent_channels: int = self.transformer.config.in_channels
         self.num_train_timesteps: int = self.pipeline.scheduler.config.num_train_timesteps
+
+    def _resolve_path(self, config: SD3Config) -> str:
+        return resolve_pipeline_path(config)  # the tiny pipeline follows use_t5
+
+    def _load_pipeline(self, config: SD3Config, source: str) -> Any:
+        return load_pipeline(config, source)  # T5 is not read when use_t5 is false
 
     # -- protocol: conditioning and velocity -----------------------------------------------------------------
 
@@ -85,13 +97,11 @@ class SD3Model(PipelineModel):
     ) -> torch.Tensor:
         """v(x, sigma) = v_neg + w (v_pos - v_neg) when w > 1, else v_pos; float32, differentiable w.r.t. the
         trained weights when called under grad. Negative and positive go through one forward of batch 2B in that
-        order, exactly as the pipeline batches them, so rollouts match the pipeline bit for bit in float32."""
+        order, exactly as the pipeline batches them, so rollouts match the pipeline bit for bit in float32
+        (docs/math.md#classifier-free-guidance)."""
         batch = latents.shape[0]
         x = latents.to(self.device, self.dtype)
-        sigma = torch.as_tensor(sigmas, dtype=torch.float32, device=self.device).reshape(-1)
-        if sigma.numel() == 1:
-            sigma = sigma.expand(batch)
-        timestep = sigma * self.num_train_timesteps
+        timestep = self._sigmas(sigmas, batch) * self.num_train_timesteps
         embeds, pooled = self._conditioning(conditioning, "prompt_embeds", "pooled_prompt_embeds", batch)
         if guidance_scale > 1:
             negative, negative_pooled = self._conditioning(
@@ -125,19 +135,7 @@ class SD3Model(PipelineModel):
     def _conditioning(
         self, conditioning: Conditioning, key: str, pooled_key: str, batch: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        tensors = conditioning.tensors
-        if key not in tensors or pooled_key not in tensors:
-            raise RuntimeFailure(
-                f"SD3 conditioning lacks {key!r}",
-                hint="encode the prompts with the guidance scale used for sampling (negatives are encoded only "
-                "when guidance_scale > 1)",
-            )
-        embeds, pooled = tensors[key], tensors[pooled_key]
-        if embeds.shape[0] != batch:
-            raise RuntimeFailure(
-                f"conditioning has {embeds.shape[0]} samples but the latents have {batch}",
-                hint="index the Conditioning with the same samples as the latents",
-            )
+        embeds, pooled = self._conditioning_rows(conditioning, (key, pooled_key), batch)
         return embeds.to(self.device, self.dtype), pooled.to(self.device, self.dtype)
 
     # -- protocol: schedule, shapes, images ------------------------------------------------------------------
@@ -173,7 +171,7 @@ class SD3Model(PipelineModel):
         z = z / config.scaling_factor + (config.shift_factor or 0.0)
         image = self.vae.decode(z, return_dict=False)[0]
         image = self.pipeline.image_processor.postprocess(image, output_type="pt")
-        return (image.permute(0, 2, 3, 1).float() * 255).round().to(torch.uint8)
+        return self._uint8_images(image)
 
     @torch.no_grad()
     def encode_images(self, images: torch.Tensor) -> torch.Tensor:
@@ -184,9 +182,8 @@ class SD3Model(PipelineModel):
         latents, ``(z - shift_factor) * scaling_factor``. The mean rather than a posterior sample makes the
         latents a deterministic function of the image, so they can be encoded once and cached.
         """
-        self._check_images(images)
+        pixels = self._pixels(images)
         config = self.vae.config
-        pixels = images.to(self.device).permute(0, 3, 1, 2).float() / 255.0 * 2.0 - 1.0
         posterior = self.vae.encode(pixels.to(self.vae.dtype), return_dict=False)[0]
         z = (posterior.mode() - (config.shift_factor or 0.0)) * config.scaling_factor
         return z.float()

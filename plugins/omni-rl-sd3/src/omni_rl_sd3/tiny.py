@@ -12,41 +12,34 @@ A mid-size benchmark model: ``num_layers=8, num_attention_heads=8, attention_hea
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-
-from omni_rl.errors import ConfigError
-from omni_rl_sd3.tiny_tokenizers import (
-    CLIP_BOS,
-    CLIP_EOS,
-    CLIP_MAX_LENGTH,
+from omni_rl_pipelines import tiny as kit
+from omni_rl_pipelines.tiny_tokenizers import (
     CLIP_PADS,
-    clip_vocab,
-    t5_pieces,
     write_clip_tokenizer,
     write_clip_vocab_files,
     write_t5_tokenizer,
 )
 
-if TYPE_CHECKING:  # heavy imports stay inside the builders
-    from diffusers import (
-        AutoencoderKL,
-        FlowMatchEulerDiscreteScheduler,
-        SD3Transformer2DModel,
-        StableDiffusion3Pipeline,
-    )
-    from transformers import CLIPTextModelWithProjection, T5EncoderModel
+from omni_rl.errors import ConfigError
+from omni_rl_sd3._moved import moved_name
 
-#: Written next to model_index.json so nobody mistakes a tiny pipeline for real weights.
-TINY_MARKER = "omni_rl_tiny.json"
+if TYPE_CHECKING:  # heavy imports stay inside the builders
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+    from transformers import CLIPTextModelWithProjection
+
+#: names of this module until omni-rl-sd3 0.1.0 that are omni-rl-pipelines' now (read with a warning until 0.2;
+#: the kit is imported as a module, so they are reached only through ``__getattr__``)
+_MOVED = dict.fromkeys(("TINY_MARKER", "tiny_t5", "tiny_vae", "write_tiny_pipeline"), "omni_rl_pipelines.tiny")
+
+
+def __getattr__(name: str) -> Any:
+    return moved_name(__name__, name, _MOVED)
 
 
 @attrs.frozen(kw_only=True)
@@ -87,13 +80,11 @@ class TinySD3Shape:
                 f"({sum(self.clip_hidden_sizes)})",
                 hint="SD3 zero-pads the concatenated CLIP embeddings to the T5 width; widen t5_d_model",
             )
-        groups = self.vae_norm_num_groups
-        if not self.vae_block_out_channels or any(c % groups for c in self.vae_block_out_channels):
-            raise ConfigError(
-                f"every VAE block width {self.vae_block_out_channels} must be a multiple of "
-                f"vae_norm_num_groups ({groups})",
-                hint="e.g. vae_block_out_channels=(32, 32), vae_norm_num_groups=8",
-            )
+        kit.check_vae_widths(
+            self.vae_block_out_channels,
+            self.vae_norm_num_groups,
+            example="vae_block_out_channels=(32, 32), vae_norm_num_groups=8",
+        )
         if self.text_layers < 2:
             raise ConfigError(
                 f"text_layers must be >= 2, got {self.text_layers}",
@@ -169,43 +160,7 @@ def build_tiny_sd3_pipeline(
         _add_portable_tokenizer_files(out, use_t5=shape.use_t5)
 
     marker = {"builder": "omni_rl_sd3.tiny.build_tiny_sd3_pipeline", "seed": seed, "random_weights": True}
-    return write_tiny_pipeline(path, write, label="SD3", marker=marker, overwrite=overwrite, exist_ok=exist_ok)
-
-
-def write_tiny_pipeline(
-    path: str | os.PathLike[str],
-    write: Callable[[Path, Path], None],
-    *,
-    label: str,
-    marker: dict[str, Any],
-    overwrite: bool,
-    exist_ok: bool,
-) -> Path:
-    """Write a tiny pipeline directory atomically; every model plugin's tiny builder goes through this.
-
-    ``write(out, scratch)`` saves the pipeline into ``out`` (``scratch`` is a folder beside it for temporary
-    files); ``marker`` goes to :data:`TINY_MARKER` next to model_index.json. An existing ``path`` is an error
-    unless ``overwrite`` (replace it) or ``exist_ok`` (keep it, build nothing). The directory appears atomically
-    (built beside it, then renamed), so several workers racing to build the same path all end up loading one
-    complete pipeline."""
-    target = Path(path).expanduser()
-    if target.exists() and exist_ok and not overwrite:
-        return target
-    if target.exists() and not overwrite:
-        raise ConfigError(
-            f"cannot write a tiny {label} pipeline to {target}: it already exists",
-            hint="choose a new path, or pass overwrite=True to replace it",
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        out = staging / "pipeline"
-        write(out, staging)
-        (out / TINY_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
-        _publish(out, target, overwrite=overwrite)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return kit.write_tiny_pipeline(path, write, label="SD3", marker=marker, overwrite=overwrite, exist_ok=exist_ok)
 
 
 def _add_portable_tokenizer_files(directory: Path, *, use_t5: bool) -> None:
@@ -218,28 +173,11 @@ def _add_portable_tokenizer_files(directory: Path, *, use_t5: bool) -> None:
     for name in ("tokenizer", "tokenizer_2"):
         write_clip_vocab_files(directory / name)
     if use_t5:
-        index_path = directory / "model_index.json"
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-        index["tokenizer_3"] = ["transformers", "T5TokenizerFast"]
-        index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _publish(built: Path, target: Path, *, overwrite: bool) -> None:
-    """Move the finished directory into place; another builder winning the race is fine (same weights)."""
-    if overwrite and target.exists():
-        trash = target.with_name(f".{target.name}.old-{uuid.uuid4().hex}")
-        target.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    try:
-        built.rename(target)
-    except OSError:
-        if not (target / "model_index.json").is_file():
-            raise
+        kit.name_tokenizer_class(directory, "tokenizer_3", "T5TokenizerFast")
 
 
 def _random_pipeline(shape: TinySD3Shape, *, seed: int, tokenizer_dir: Path) -> StableDiffusion3Pipeline:
     """Build every component with seeded random weights (without touching the caller's global RNG)."""
-    import torch
     from diffusers import StableDiffusion3Pipeline
     from transformers import CLIPTokenizer, T5TokenizerFast
 
@@ -252,27 +190,24 @@ def _random_pipeline(shape: TinySD3Shape, *, seed: int, tokenizer_dir: Path) -> 
         write_t5_tokenizer(tokenizer_dir / "t5")
         tokenizer_3 = T5TokenizerFast.from_pretrained(tokenizer_dir / "t5")
 
-    with torch.random.fork_rng(devices=[]):
-        # One seed per component, so changing one component's shape leaves the others' weights unchanged.
-        torch.manual_seed(seed * 8 + 0)
-        transformer = _transformer(shape)
-        torch.manual_seed(seed * 8 + 1)
-        vae = tiny_vae(
+    # one seed per component (transformer, VAE, the two CLIPs, T5), so changing one component's shape leaves the
+    # others' weights unchanged
+    builders: list[Any] = [
+        lambda: _transformer(shape),
+        lambda: kit.tiny_vae(
             shape.vae_block_out_channels,
             norm_num_groups=shape.vae_norm_num_groups,
             latent_channels=shape.latent_channels,
             sample_size=shape.sample_size * shape.vae_scale_factor,
             scaling_factor=shape.scaling_factor,
             shift_factor=shape.shift_factor,
-        )
-        encoders = []
-        for i, hidden in enumerate(shape.clip_hidden_sizes):
-            torch.manual_seed(seed * 8 + 2 + i)
-            encoders.append(_clip(hidden, shape.text_layers))
-        text_encoder_3 = None
-        if shape.use_t5:
-            torch.manual_seed(seed * 8 + 4)
-            text_encoder_3 = tiny_t5(shape.t5_d_model, shape.text_layers)
+        ),
+        *(lambda hidden=hidden: _clip(hidden, shape.text_layers) for hidden in shape.clip_hidden_sizes),
+    ]
+    if shape.use_t5:
+        builders.append(lambda: kit.tiny_t5(shape.t5_d_model, shape.text_layers))
+    transformer, vae, *encoders = kit.seeded_components(seed, *builders)
+    text_encoder_3 = encoders.pop() if shape.use_t5 else None
     return StableDiffusion3Pipeline(
         transformer=transformer,
         scheduler=_scheduler(shape.shift),
@@ -307,78 +242,11 @@ def _transformer(shape: TinySD3Shape) -> SD3Transformer2DModel:
     )
 
 
-def tiny_vae(
-    block_out_channels: tuple[int, ...],
-    *,
-    norm_num_groups: int,
-    latent_channels: int,
-    sample_size: int,
-    scaling_factor: float,
-    shift_factor: float,
-) -> AutoencoderKL:
-    """A random SD3/FLUX-style ``AutoencoderKL`` (also the FLUX plugin's tiny VAE)."""
-    from diffusers import AutoencoderKL
-
-    blocks = len(block_out_channels)
-    return AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * blocks,
-        up_block_types=("UpDecoderBlock2D",) * blocks,
-        block_out_channels=block_out_channels,
-        layers_per_block=1,
-        latent_channels=latent_channels,
-        norm_num_groups=norm_num_groups,
-        sample_size=sample_size,
-        scaling_factor=scaling_factor,
-        shift_factor=shift_factor,
-        # SD3's and FLUX's VAEs have no quant convs; keeping that makes the decode path the same as the real one.
-        use_quant_conv=False,
-        use_post_quant_conv=False,
-    )
-
-
 def _clip(hidden: int, layers: int) -> CLIPTextModelWithProjection:
-    from transformers import CLIPTextConfig, CLIPTextModelWithProjection
+    from transformers import CLIPTextModelWithProjection
 
-    vocab = clip_vocab()
-    config = CLIPTextConfig(
-        vocab_size=len(vocab),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        max_position_embeddings=CLIP_MAX_LENGTH,
-        projection_dim=hidden,
-        hidden_act="gelu",
-        bos_token_id=vocab[CLIP_BOS],
-        # The pooled output is read at the first eos token; it must be the tokenizer's <|endoftext|>.
-        eos_token_id=vocab[CLIP_EOS],
-        pad_token_id=vocab[CLIP_EOS],
-    )
+    config = kit.tiny_clip_config(hidden, layers, hidden_act="gelu", projection_dim=hidden)
     return CLIPTextModelWithProjection(config).eval()
-
-
-def tiny_t5(d_model: int, layers: int) -> T5EncoderModel:
-    """A random T5 encoder for the offline T5 tokenizer (also the FLUX plugin's tiny T5)."""
-    from transformers import T5Config, T5EncoderModel
-
-    config = T5Config(
-        vocab_size=len(t5_pieces()),
-        d_model=d_model,
-        d_kv=d_model // 4,
-        d_ff=2 * d_model,
-        num_layers=layers,
-        num_heads=4,
-        relative_attention_num_buckets=8,
-        relative_attention_max_distance=32,
-        feed_forward_proj="gated-gelu",
-        dropout_rate=0.0,
-        pad_token_id=0,
-        eos_token_id=1,
-        decoder_start_token_id=0,
-    )
-    return T5EncoderModel(config).eval()
 
 
 def _scheduler(shift: float) -> FlowMatchEulerDiscreteScheduler:

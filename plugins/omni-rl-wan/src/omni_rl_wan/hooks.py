@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import ModelSpec
+from omni_rl import ModelSpec, hookimpl
 from omni_rl_wan.config import WanConfig
 
 if TYPE_CHECKING:
-    from omni_rl.context import BuildContext
+    from omni_rl import BuildContext
     from omni_rl_wan.model import WanModel
 
 
@@ -28,5 +27,6 @@ def omni_rl_models() -> list[ModelSpec]:
             config=WanConfig,
             summary="Wan2.1 / Wan2.2 text-to-video (any diffusers WanPipeline directory): two-expert routing, true "
             "CFG, LoRA via peft, memory options",
+            modality="video",  # as WanModel.modality: `check` refuses frames for image models without building one
         )
     ]

@@ -1,4 +1,4 @@
-"""LoRA on Wan: the SD3 plugin's adapter bookkeeping with WanPipeline's file format, and Wan2.2's two experts.
+"""LoRA on Wan: omni-rl-pipelines' adapter bookkeeping with WanPipeline's file format, and Wan2.2's two experts.
 
 One transformer (Wan2.1, Wan2.2 TI2V-5B) is :class:`WanLoraAdapters`: ``transformer.``-prefixed peft keys in
 ``pytorch_lora_weights.safetensors`` with the LoRA config as metadata, which ``WanPipeline.load_lora_weights``
@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import torch
-from omni_rl_sd3.lora import LORA_WEIGHT_NAME, TRAINED_ADAPTER, LoraAdapters
+from omni_rl_pipelines.lora import LORA_WEIGHT_NAME, TRAINED_ADAPTER, LoraAdapters
 
 from omni_rl_wan.experts import HIGH_NOISE
 

@@ -15,22 +15,20 @@ Video: ``modality = "video"``; :meth:`latent_shape` takes ``num_frames`` and :me
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from omni_rl_sd3.lora import TRAINED_ADAPTER
-from omni_rl_sd3.pipeline_model import DTYPES, PipelineModel, on_device
-from omni_rl_sd3.speed import apply_speed_options
+from omni_rl_pipelines.lora import merged_copy
+from omni_rl_pipelines.pipeline_model import PipelineModel, on_device
 
 from omni_rl.batch import Conditioning
 from omni_rl.context import BuildContext
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl_wan.config import WanConfig
 from omni_rl_wan.experts import HIGH_NOISE, LOW_NOISE, WanExperts, route
-from omni_rl_wan.loading import load_pipeline, resolve_pipeline_path
+from omni_rl_wan.loading import WAN
 from omni_rl_wan.lora import ExpertLoraAdapters, WanLoraAdapters
 from omni_rl_wan.prompts import NEGATIVE, POSITIVE, PromptEncoder
 from omni_rl_wan.schedule import wan_sigmas
@@ -44,22 +42,16 @@ class WanModel(PipelineModel):
 
     ``transformer`` is the pipeline's transformer, or for a two-expert pipeline a :class:`WanExperts` holding both
     (what the core checkpoints and ships). Training state, policy views and export are
-    :class:`omni_rl_sd3.pipeline_model.PipelineModel`'s, extended to several experts."""
+    :class:`omni_rl_pipelines.pipeline_model.PipelineModel`'s, extended to several experts."""
 
-    model_label = "Wan"
-    pipeline_class = "WanPipeline"
     transformer_class = "WanTransformer3DModel"
     adapters_class = WanLoraAdapters
+    pipeline_kind = WAN
     #: the rollout asks for ``num_frames`` and gets (B, F, H, W, 3) frames from :meth:`decode`
     modality: ClassVar[str] = "video"
 
     def __init__(self, config: WanConfig, ctx: BuildContext | None = None) -> None:
-        ctx = ctx or BuildContext()
-        self.config = config
-        self.pipeline_path: str = resolve_pipeline_path(config)
-        self.device = torch.device(ctx.device)
-        self.dtype = DTYPES[config.dtype]
-        self.pipeline = load_pipeline(config, self.pipeline_path)
+        ctx = self._open_pipeline(config, ctx)
         scheduler = self.pipeline.scheduler
         self.num_train_timesteps: int = scheduler.config.num_train_timesteps
         ratio = self.pipeline.config.get("boundary_ratio")
@@ -71,24 +63,14 @@ class WanModel(PipelineModel):
         if two:
             self.experts[LOW_NOISE] = self.pipeline.transformer_2
         self._check_options(two)
-        self.transformer = WanExperts(*self.experts.values()) if two else self.pipeline.transformer
-        self.transformer.to(self.device)
-        self.vae = self.pipeline.vae
-        self.vae.to("cpu" if config.offload_vae else self.device)
-        self.pipeline.text_encoder.to("cpu" if config.offload_text_encoder else self.device)
-        for module in (self.vae, self.pipeline.text_encoder):
-            module.requires_grad_(False).eval()
+        if two:
+            self.transformer = WanExperts(*self.experts.values())
+        self._place_components((self.pipeline.text_encoder,))
         if two:
             self._prepare_experts(ctx.seed)
         else:
             self._prepare_transformer(ctx.seed)
-        self.prompts = PromptEncoder(
-            self.pipeline,
-            device=self.device,
-            max_sequence_length=config.max_sequence_length,
-            cache_size=config.prompt_cache_size,
-            offload=config.offload_text_encoder,
-        )
+        self.prompts = PromptEncoder.for_options(self.pipeline, config, device=self.device)
         first = self.experts[HIGH_NOISE].config
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor_spatial
         self.vae_scale_factor_temporal: int = self.pipeline.vae_scale_factor_temporal
@@ -131,9 +113,7 @@ class WanModel(PipelineModel):
         )
         self.reference_transformer = None
         for expert in self.experts.values():
-            if self.config.gradient_checkpointing:
-                expert.enable_gradient_checkpointing()
-            apply_speed_options(self.config, expert, self.vae, self.device, self.model_label)
+            self._apply_module_options(expert)
 
     @property
     def trained_experts(self) -> tuple[str, ...]:
@@ -157,12 +137,10 @@ class WanModel(PipelineModel):
         self, latents: torch.Tensor, sigmas: torch.Tensor, conditioning: Conditioning, guidance_scale: float
     ) -> torch.Tensor:
         """v(x, sigma) for latents (B, C, F', h, w): each sample through the expert of its timestep, positive alone
-        when ``guidance_scale <= 1``, else true CFG with that expert's scale. Float32, shaped like ``latents``."""
+        when ``guidance_scale <= 1``, else true CFG with that expert's scale (docs/math.md#classifier-free-guidance).
+        Float32, shaped like ``latents``."""
         batch = latents.shape[0]
-        sigma = torch.as_tensor(sigmas, dtype=torch.float32, device=self.device).reshape(-1)
-        if sigma.numel() == 1:
-            sigma = sigma.expand(batch)
-        timestep = sigma * self.num_train_timesteps  # the scheduler's timesteps: float32 sigma x 1000
+        timestep = self._sigmas(sigmas, batch) * self.num_train_timesteps  # the scheduler's: float32 sigma x 1000
         x = latents.to(self.device, self.dtype)
         velocity = torch.empty(latents.shape, dtype=torch.float32, device=self.device)
         for component, idx in route(timestep, self.boundary_timestep).items():
@@ -214,18 +192,7 @@ class WanModel(PipelineModel):
             )[0]
 
     def _text(self, conditioning: Conditioning, key: str, idx: torch.Tensor | None, batch: int) -> torch.Tensor:
-        if key not in conditioning.tensors:
-            raise RuntimeFailure(
-                f"Wan conditioning lacks {key!r}",
-                hint="encode the prompts with the guidance scale used for sampling (the negative prompt is encoded "
-                "only when guidance_scale > 1)",
-            )
-        embeds = _take(conditioning.tensors[key], idx)
-        if embeds.shape[0] != batch:
-            raise RuntimeFailure(
-                f"conditioning has {embeds.shape[0]} samples but the latents have {batch}",
-                hint="index the Conditioning with the same samples as the latents",
-            )
+        (embeds,) = self._conditioning_rows(conditioning, (key,), batch, rows=idx)
         return embeds.to(self.device, self.dtype)
 
     # -- protocol: schedule, shapes, videos ------------------------------------------------------------------
@@ -247,13 +214,6 @@ class WanModel(PipelineModel):
             )
         channels, h, w = super().latent_shape(height, width)
         return (channels, (num_frames - 1) // temporal + 1, h, w)
-
-    def _latent_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, 1 / std) shaped (1, C, 1, 1, 1), as the pipeline builds them."""
-        config = self.vae.config
-        mean = torch.tensor(config.latents_mean).view(1, config.z_dim, 1, 1, 1)
-        inverse_std = 1.0 / torch.tensor(config.latents_std).view(1, config.z_dim, 1, 1, 1)
-        return mean, inverse_std
 
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
@@ -297,7 +257,9 @@ class WanModel(PipelineModel):
         pipeline = self.build_pipeline()
         for component in self.experts:
             expert = self.experts[component]
-            fused = _merged_copy(expert) if component in self.trained_experts else expert
+            fused = expert
+            if component in self.trained_experts:
+                fused = merged_copy(expert, what=f"a Wan expert ({component})")
             setattr(pipeline, component, fused)
             pipeline.register_modules(**{component: fused})
         pipeline.save_pretrained(Path(directory), safe_serialization=True)
@@ -305,23 +267,6 @@ class WanModel(PipelineModel):
 
 def _take(tensor: torch.Tensor, idx: torch.Tensor | None) -> torch.Tensor:
     return tensor if idx is None else tensor[idx.to(tensor.device)]
-
-
-def _merged_copy(expert: Any) -> Any:
-    """A copy of ``expert`` with the trained adapter fused into its weights and every adapter removed."""
-    merged = copy.deepcopy(expert)
-    others = [name for name in merged.peft_config if name != TRAINED_ADAPTER]
-    if others:
-        merged.delete_adapters(others)
-    try:
-        merged.fuse_lora(safe_fusing=True, adapter_names=[TRAINED_ADAPTER])
-    except ValueError as error:
-        raise RuntimeFailure(
-            f"cannot merge the LoRA into a Wan expert: {error}",
-            hint="the checkpoint holds non-finite LoRA weights; export an earlier step (--step N)",
-        ) from error
-    merged.unload_lora()
-    return merged.requires_grad_(False)
 
 
 def build_wan_model(config: WanConfig, ctx: BuildContext) -> WanModel:

@@ -4,7 +4,7 @@ Encoding goes through ``WanPipeline.encode_prompt`` itself (its text cleaning, U
 past each prompt's length replaced by zeros, padded to ``max_sequence_length``), so the embeddings are the
 pipeline's bit for bit. Wan's transformer takes no text mask: it attends to the zero rows as well, so they are
 part of the conditioning and are kept (the whole ``max_sequence_length``), unlike Qwen-Image's trimmed padding.
-Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_sd3.prompt_cache.CachedPromptEncoder`'s.
+Caching, offloading and one-prompt-at-a-time encoding are :class:`omni_rl_pipelines.prompt_cache.CachedPromptEncoder`'s.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from omni_rl_sd3.prompt_cache import CachedPromptEncoder
+from omni_rl_pipelines.prompt_cache import NEGATIVE, POSITIVE, TextEncoderPrompts
 
-#: the Conditioning keys of the positive and the negative prompt
-POSITIVE = "prompt_embeds"
-NEGATIVE = "negative_prompt_embeds"
+# POSITIVE and NEGATIVE: the Conditioning keys of the positive and the negative prompt
+__all__ = ["NEGATIVE", "POSITIVE", "PromptEncoder"]
 
 
-class PromptEncoder(CachedPromptEncoder[torch.Tensor]):
+class PromptEncoder(TextEncoderPrompts):
     """Encodes prompts with the pipeline's UMT5; keeps up to ``cache_size`` distinct prompts on the CPU."""
-
-    def _encoders(self) -> list[torch.nn.Module]:
-        return [self.pipeline.text_encoder]
 
     def _encode_one(self, prompt: str) -> torch.Tensor:
         embeds, _ = self.pipeline.encode_prompt(

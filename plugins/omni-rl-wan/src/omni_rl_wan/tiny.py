@@ -14,14 +14,19 @@ Defaults: 2 transformer layers, 32x32 px and 5 frames make 2x4x4 latents (8 vide
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from omni_rl_sd3.tiny import TINY_MARKER, write_tiny_pipeline
-from omni_rl_sd3.tiny_tokenizers import t5_pieces, write_t5_tokenizer
+from omni_rl_pipelines.tiny import (
+    TINY_MARKER,
+    name_tokenizer_class,
+    seeded_components,
+    tiny_latent_stats,
+    write_tiny_pipeline,
+)
+from omni_rl_pipelines.tiny_tokenizers import t5_pieces, write_t5_tokenizer
 
 from omni_rl.errors import ConfigError
 
@@ -109,24 +114,17 @@ def random_pipeline(
     shape: TinyWanShape, *, seed: int, tokenizer_dir: Path, two_experts: bool = False, boundary_ratio: float = 0.875
 ) -> WanPipeline:
     """Every component with seeded random weights (the caller's global RNG is left alone)."""
-    import torch
     from diffusers import FlowMatchEulerDiscreteScheduler, WanPipeline
     from transformers import T5TokenizerFast
 
     write_t5_tokenizer(tokenizer_dir)
     tokenizer = T5TokenizerFast.from_pretrained(tokenizer_dir)
-    with torch.random.fork_rng(devices=[]):
-        # one seed per component, so changing one component's shape leaves the others' weights unchanged
-        torch.manual_seed(seed * 8 + 0)
-        transformer = tiny_transformer(shape)
-        torch.manual_seed(seed * 8 + 1)
-        vae = _vae(shape)
-        torch.manual_seed(seed * 8 + 2)
-        text_encoder = _text_encoder(shape)
-        transformer_2 = None
-        if two_experts:
-            torch.manual_seed(seed * 8 + 3)
-            transformer_2 = tiny_transformer(shape)
+    # one seed per component, so changing one component's shape leaves the others' weights unchanged
+    builders: list[Any] = [lambda: tiny_transformer(shape), lambda: _vae(shape), lambda: _text_encoder(shape)]
+    if two_experts:
+        builders.append(lambda: tiny_transformer(shape))
+    transformer, vae, text_encoder, *second = seeded_components(seed, *builders)
+    transformer_2 = second[0] if second else None
     return WanPipeline(
         tokenizer=tokenizer,
         text_encoder=text_encoder,
@@ -141,10 +139,7 @@ def random_pipeline(
 def _portable_tokenizer(directory: Path) -> None:
     """Name the tokenizer ``T5TokenizerFast`` in model_index.json, as the Wan hub repositories' UMT5 tokenizer
     loads, so transformers 4 (which needs the fast class to read ``tokenizer.json``) and 5 both load it."""
-    index_path = directory / "model_index.json"
-    index = json.loads(index_path.read_text(encoding="utf-8"))
-    index["tokenizer"] = ["transformers", "T5TokenizerFast"]
-    index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    name_tokenizer_class(directory, "tokenizer", "T5TokenizerFast")
 
 
 def tiny_transformer(shape: TinyWanShape, patch_size: tuple[int, int, int] = (1, 2, 2)) -> Any:
@@ -169,13 +164,10 @@ def tiny_transformer(shape: TinyWanShape, patch_size: tuple[int, int, int] = (1,
 
 
 def _vae(shape: TinyWanShape) -> Any:
-    import torch
     from diffusers import AutoencoderKLWan
 
     channels = shape.latent_channels
-    # per-channel statistics that are not 0/1, so a decode that forgets them (or applies them backwards) shows
-    mean = torch.linspace(-0.3, 0.3, channels).tolist()
-    std = torch.linspace(0.6, 1.8, channels).tolist()
+    mean, std = tiny_latent_stats(channels)
     return AutoencoderKLWan(
         base_dim=shape.vae_base_dim,
         z_dim=channels,
