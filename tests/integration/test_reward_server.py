@@ -84,6 +84,7 @@ def test_a_served_reward_scores_like_the_in_process_one_until_its_server_goes_aw
             "protocol": "omni-rl-reward/1",
             "reward": "shapes",
             "scores_video": False,
+            "reads_conditions": False,
         }
         _a_served_video_reward_gets_whole_videos(motion_url)
 
@@ -125,7 +126,7 @@ def test_a_served_reward_scores_like_the_in_process_one_until_its_server_goes_aw
 def _a_served_video_reward_gets_whole_videos(url: str) -> None:
     """``shapes_motion`` (it scores whole clips) behind serve-reward: GET says so, ``http`` with ``scores_video``
     gets the in-process scores and sub-scores exactly, and without it the run's frames are refused by name."""
-    from omni_rl_shapes.motion_render import render_clip
+    from omni_rl_shapes.motion.render import render_clip
 
     assert json.loads(urllib.request.urlopen(url, timeout=30).read())["scores_video"] is True
     prompts = MOTION_VAL.read_text().splitlines()[:4]

@@ -11,6 +11,9 @@ docs/rewards.md documents the format for servers written in other languages; in 
     videos   the same with "images" holding N videos of F frames: {"encoding": "png", "frames": F, "data": [N·F
              PNGs, video by video]} or raw with "shape": [N, F, H, W, 3]; only a reward that scores whole videos
              (GET says "scores_video": true) takes them
+    sources  optionally "conditions": {"encoding": "png", "data": ["<base64 PNG>", ...], "samples": [[0], [0, 1],
+             ...]}: each distinct condition image (an edit's source) once, and per sample the indices of its own in
+             order ([] = none); only a reward that reads them (GET says "reads_conditions": true) takes them
     response {"scores": [float, ...], "details": {"<sub-score>": [float, ...]}, "failures": int}
     error    HTTP 4xx/5xx with {"error": "<what went wrong>"}
 
@@ -21,6 +24,7 @@ client reward a plugin provides.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import math
 import re
@@ -50,6 +54,8 @@ class UnsupportedImageFormat(ProtocolError):
 
 #: the first 8 bytes of every PNG file
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: condition images one sample may list: a bound on mistakes (Qwen-Image-Edit-Plus takes 3)
+MAX_CONDITIONS_PER_SAMPLE = 16
 
 
 @attrs.frozen(kw_only=True)
@@ -65,27 +71,38 @@ class PixelLimits:
     #: images (every frame counted) one request may hold: each costs a decoder call whatever its size (a 64 MiB
     #: body holds 700,000 one-pixel PNGs, 90 s of decoding)
     images: int | None = None
+    #: images and pixels the request's other part already takes (its condition images, counted with its images
+    #: against the same limits): set by :meth:`spend`, never by a config
+    spent_images: int = 0
+    spent_pixels: int = 0
 
-    def check(self, index: int, height: int, width: int, so_far: int) -> int:
+    def spend(self, images: int = 0, pixels: int = 0) -> PixelLimits:
+        """These limits with ``images`` images of ``pixels`` pixels in all already taken by another part of the
+        request: what is left for the rest (the errors still quote the limits themselves)."""
+        return attrs.evolve(self, spent_images=self.spent_images + images, spent_pixels=self.spent_pixels + pixels)
+
+    def check(self, index: int, height: int, width: int, so_far: int, where: str = "images.data") -> int:
         """``so_far`` plus this image's pixels, or ProtocolError when an image is empty or a limit is passed."""
         if height <= 0 or width <= 0:
-            raise ProtocolError(f'"images.data[{index}]" is {width}x{height}: an image needs at least one pixel')
+            raise ProtocolError(f'"{where}[{index}]" is {width}x{height}: an image needs at least one pixel')
         pixels = height * width
         if self.per_image is not None and pixels > self.per_image:
             raise ProtocolError(
-                f'"images.data[{index}]" is {width}x{height} = {pixels:,} pixels; this server takes at most '
+                f'"{where}[{index}]" is {width}x{height} = {pixels:,} pixels; this server takes at most '
                 f"{self.per_image:,} per image"
             )
         total = so_far + pixels
-        if self.per_request is not None and total > self.per_request:
+        if self.per_request is not None and total + self.spent_pixels > self.per_request:
             raise self._over_request()
         return total
 
     def check_count(self, count: int) -> None:
         """ProtocolError when a request holds more than ``images`` images (checked before any is decoded)."""
-        if self.images is not None and count > self.images:
+        total = count + self.spent_images
+        if self.images is not None and total > self.images:
+            counted = "every frame and condition image counted" if self.spent_images else "every frame counted"
             raise ProtocolError(
-                f"the request holds {count:,} images (every frame counted); this server takes at most {self.images:,} "
+                f"the request holds {total:,} images ({counted}); this server takes at most {self.images:,} "
                 "per request: send fewer per request (the http reward's options.batch_size)"
             )
 
@@ -93,7 +110,7 @@ class PixelLimits:
         """``count`` images (every frame counted) of ``height`` x ``width``, checked with one multiplication of
         Python ints (no overflow, no loop over a count a client can make 10^15)."""
         self.check(0, height, width, 0)
-        if self.per_request is not None and count * height * width > self.per_request:
+        if self.per_request is not None and count * height * width + self.spent_pixels > self.per_request:
             raise self._over_request()
         self.check_count(count)
 
@@ -197,23 +214,32 @@ def _decode_raw(field: Mapping[str, Any], limits: PixelLimits) -> np.ndarray:
 
 
 def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
+    images = _decode_png_list(data, limits, "images.data")
+    if len({image.shape for image in images}) > 1:
+        raise ProtocolError("the images of one request must all have the same height and width")
+    return np.stack(images) if images else np.zeros((0, 0, 0, 3), dtype=np.uint8)
+
+
+def _decode_png_list(data: Any, limits: PixelLimits, where: str) -> list[np.ndarray]:
+    """Each base64 PNG of ``data`` as a uint8 (H, W, 3) array: the count checked before any is opened, each size
+    from its header before its pixels are decoded, and only Pillow's PNG decoder ever run."""
     from PIL import Image
 
     if not isinstance(data, list):
-        raise ProtocolError('"images.data" must be a list of base64 PNG strings')
+        raise ProtocolError(f'"{where}" must be a list of base64 PNG strings')
     limits.check_count(len(data))
     images = []
     total = 0
     for i, item in enumerate(data):
-        raw = _b64(item, f"images.data[{i}]")
+        raw = _b64(item, f"{where}[{i}]")
         if not raw.startswith(PNG_SIGNATURE):  # PNG only: no other Pillow decoder (EPS runs Ghostscript) is reached
-            raise UnsupportedImageFormat(f'"images.data[{i}]" is not a PNG (it does not start with the PNG signature)')
+            raise UnsupportedImageFormat(f'"{where}[{i}]" is not a PNG (it does not start with the PNG signature)')
         try:
             with warnings.catch_warnings():  # PIL's bomb warning: the limits below refuse such an image anyway
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
                 opened = Image.open(io.BytesIO(raw), formats=["PNG"])  # the header only: the size, before any pixel
             with opened as image:
-                total = limits.check(i, image.height, image.width, total)
+                total = limits.check(i, image.height, image.width, total, where)
                 images.append(np.asarray(image.convert("RGB"), dtype=np.uint8))
         except ProtocolError:
             raise
@@ -221,10 +247,73 @@ def _decode_png(data: Any, limits: PixelLimits) -> np.ndarray:
         # client's error, answered 400, never a server fault the client would retry
         except Exception as exc:
             reason = _IO_REPR.sub("", f"{type(exc).__name__}: {exc}")  # not "<_io.BytesIO object at 0x7fef...>"
-            raise ProtocolError(f'"images.data[{i}]" is not a readable PNG: {reason}') from exc
-    if len({image.shape for image in images}) > 1:
-        raise ProtocolError("the images of one request must all have the same height and width")
-    return np.stack(images) if images else np.zeros((0, 0, 0, 3), dtype=np.uint8)
+            raise ProtocolError(f'"{where}[{i}]" is not a readable PNG: {reason}') from exc
+    return images
+
+
+# -- condition images ------------------------------------------------------------------------------------
+
+#: each sample's condition images (an edit's sources), aligned with the request's images; () = none
+Conditions = list[tuple[np.ndarray, ...]]
+
+
+def encode_conditions(conditions: Sequence[Sequence[np.ndarray]]) -> dict[str, Any]:
+    """The ``conditions`` field of a request: every distinct condition image once, as a PNG (the samples of a
+    group share their source: G copies of a 1 MP PNG would cost G times the bytes and the server's decoding),
+    and per sample the indices of its images, in order."""
+    data: list[str] = []
+    index: dict[tuple[tuple[int, ...], bytes], int] = {}
+    samples: list[list[int]] = []
+    for i, sample in enumerate(conditions):
+        refs = []
+        for k, image in enumerate(sample):
+            array = _checked_condition(np.asarray(image), f"conditions[{i}][{k}]")
+            key = (array.shape, hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=16).digest())
+            if key not in index:
+                index[key] = len(data)
+                data.append(png_base64(array))
+            refs.append(index[key])
+        samples.append(refs)
+    return {"encoding": "png", "data": data, "samples": samples}
+
+
+@attrs.frozen
+class _ConditionLayout:
+    """A request's ``conditions`` field checked for its shape, nothing decoded yet."""
+
+    data: list[Any]
+    samples: list[list[int]]
+
+
+def _condition_layout(field: Any) -> _ConditionLayout:
+    if not isinstance(field, Mapping):
+        raise ProtocolError('"conditions" must be an object with "encoding", "data" and "samples"')
+    if field.get("encoding") != "png":
+        raise ProtocolError(f'"conditions.encoding" must be "png", got {field.get("encoding")!r}')
+    data, samples = field.get("data"), field.get("samples")
+    if not isinstance(data, list):
+        raise ProtocolError('"conditions.data" must be a list of base64 PNG strings')
+    if not isinstance(samples, list):
+        raise ProtocolError('"conditions.samples" must be a list (per sample, the indices of its condition images)')
+    for i, refs in enumerate(samples):
+        if not (isinstance(refs, list) and all(isinstance(k, int) and not isinstance(k, bool) for k in refs)):
+            raise ProtocolError(f'"conditions.samples[{i}]" must be a list of indices into "conditions.data"')
+        if len(refs) > MAX_CONDITIONS_PER_SAMPLE:
+            raise ProtocolError(
+                f'"conditions.samples[{i}]" lists {len(refs)} condition images; a sample takes at most '
+                f"{MAX_CONDITIONS_PER_SAMPLE}"
+            )
+        if any(not 0 <= k < len(data) for k in refs):
+            raise ProtocolError(
+                f'"conditions.samples[{i}]" = {refs} refers past "conditions.data", which holds {len(data)} images'
+            )
+    return _ConditionLayout(data=data, samples=samples)
+
+
+def _checked_condition(array: np.ndarray, where: str) -> np.ndarray:
+    if array.ndim != 3 or array.shape[-1] != 3 or array.dtype != np.uint8:
+        raise ProtocolError(f'"{where}" must be a uint8 RGB image of shape (H, W, 3), got {array.dtype} {array.shape}')
+    return array
 
 
 def _b64(value: Any, where: str) -> bytes:
@@ -252,23 +341,51 @@ def encode_request(
     prompts: Sequence[str],
     metadata: Sequence[Mapping[str, Any]],
     encoding: ImageEncoding = "png",
+    conditions: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a scoring request (metadata made JSON-safe: numpy values become plain numbers)."""
-    return {
+    """The JSON body of a scoring request (metadata made JSON-safe: numpy values become plain numbers);
+    ``conditions``: each sample's condition images, sent (always as PNG) for a reward that reads them."""
+    body = {
         "protocol": PROTOCOL,
         "images": encode_images(images, encoding),
         "prompts": [str(p) for p in prompts],
         "metadata": [_json_safe(dict(m), f"metadata[{i}]") for i, m in enumerate(metadata)],
     }
+    if conditions is not None:
+        if len(conditions) != len(prompts):
+            raise ProtocolError(f"got {len(conditions)} samples' conditions for {len(prompts)} prompts")
+        body["conditions"] = encode_conditions(conditions)
+    return body
 
 
-def decode_request(body: Any, limits: PixelLimits = NO_LIMITS) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
-    """``(images, prompts, metadata)`` of a request body, or ProtocolError naming the bad field."""
+@attrs.frozen
+class ScoringRequest:
+    """A decoded request: what the reward is called with."""
+
+    images: np.ndarray
+    prompts: list[str]
+    metadata: list[dict[str, Any]]
+    #: each sample's condition images, aligned with ``images``; empty when the request holds none
+    conditions: Conditions = attrs.field(factory=list)
+
+
+def read_request(body: Any, limits: PixelLimits = NO_LIMITS, *, conditions_allowed: bool = True) -> ScoringRequest:
+    """The request a body holds, or ProtocolError naming the bad field.
+
+    Condition images count against the same limits as the images: their number with the images' before anything
+    is decoded, their pixels with the images' as each header is read. ``conditions_allowed = False`` (a reward
+    that does not read them) refuses a request that holds some before decoding any."""
     if not isinstance(body, Mapping):
         raise ProtocolError("the request body must be a JSON object")
     if body.get("protocol", PROTOCOL) != PROTOCOL:
         raise ProtocolError(f'unsupported "protocol" {body.get("protocol")!r}; this server speaks {PROTOCOL!r}')
-    images = decode_images(body.get("images"), limits)
+    layout = _condition_layout(body["conditions"]) if body.get("conditions") is not None else None
+    if layout is not None and not conditions_allowed:
+        raise ProtocolError(
+            '"conditions": this reward does not read condition images (its GET says "reads_conditions": false): '
+            "send none (the http reward's options.send_conditions = false)"
+        )
+    images = decode_images(body.get("images"), limits.spend(images=len(layout.data) if layout else 0))
     prompts = body.get("prompts")
     if not (isinstance(prompts, list) and all(isinstance(p, str) for p in prompts)):
         raise ProtocolError('"prompts" must be a list of strings')
@@ -279,7 +396,22 @@ def decode_request(body: Any, limits: PixelLimits = NO_LIMITS) -> tuple[np.ndarr
         raise ProtocolError(
             f"got {len(images)} images, {len(prompts)} prompts and {len(metadata)} metadata objects; they must pair up"
         )
-    return images, prompts, metadata
+    conditions: Conditions = []
+    if layout is not None:
+        if len(layout.samples) != len(images):
+            raise ProtocolError(f'"conditions.samples" has {len(layout.samples)} entries for {len(images)} images')
+        count = math.prod(images.shape[:-3])  # every frame of a video counted, as the limits count them
+        taken = limits.spend(images=count, pixels=count * images.shape[-3] * images.shape[-2] if count else 0)
+        decoded = _decode_png_list(layout.data, taken, "conditions.data")
+        conditions = [tuple(decoded[k] for k in refs) for refs in layout.samples]
+    return ScoringRequest(images=images, prompts=prompts, metadata=metadata, conditions=conditions)
+
+
+def decode_request(body: Any, limits: PixelLimits = NO_LIMITS) -> tuple[np.ndarray, list[str], list[dict[str, Any]]]:
+    """``(images, prompts, metadata)`` of a request body, or ProtocolError naming the bad field (its condition
+    images, if any, are checked and left out: :func:`read_request` returns them)."""
+    request = read_request(body, limits)
+    return request.images, request.prompts, request.metadata
 
 
 def encode_response(result: RewardResult | np.ndarray | Sequence[float]) -> dict[str, Any]:

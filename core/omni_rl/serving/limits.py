@@ -8,6 +8,8 @@ other decoders, EPS's Ghostscript among them, never see a client's bytes), JSON 
 a RecursionError in the parser), and, with ``[server] token_env``, an ``Authorization: Bearer`` token checked
 against its salted digest in constant time (:mod:`omni_rl.serving.token`), so its bytes cannot be found one at
 a time by timing the answers. The body is decoded in a thread: the replica's event loop keeps answering others.
+Condition images (an edit's sources) are taken only by a reward that reads them, and count against the same
+limits as the images.
 
 Every client error is a JSON ``{"error": ...}`` with a 4xx status (400 malformed, 401 no or wrong token, 405
 method, 413 too large, 415 not PNG, 422 a request the reward refuses while scoring it: it raised ValueError or
@@ -31,10 +33,12 @@ from omni_rl.errors import OmniRLError, RuntimeFailure
 from omni_rl.rewards.protocol import (
     NO_LIMITS,
     PROTOCOL,
+    Conditions,
     PixelLimits,
     ProtocolError,
+    ScoringRequest,
     UnsupportedImageFormat,
-    decode_request,
+    read_request,
 )
 from omni_rl.serving.token import TokenDigest
 
@@ -88,8 +92,9 @@ async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], li
     return bytes(body)
 
 
-def parse_body(body: bytes, pixels: PixelLimits) -> tuple[Any, list[str], list[dict[str, Any]]]:
-    """``(images, prompts, metadata)`` of a request body, or ClientError(400) saying what is wrong."""
+def parse_body(body: bytes, pixels: PixelLimits, reads_conditions: bool = False) -> ScoringRequest:
+    """The request a body holds, or ClientError(400) saying what is wrong; condition images are taken only for a
+    reward that ``reads_conditions`` (refused before any is decoded for another)."""
     try:
         document = json.loads(body)
     except RecursionError:
@@ -97,14 +102,14 @@ def parse_body(body: bytes, pixels: PixelLimits) -> tuple[Any, list[str], list[d
     except ValueError as exc:  # not JSON, or not UTF-8
         raise ClientError(400, f"bad request: the body is not JSON ({exc})") from None
     try:
-        images, prompts, metadata = decode_request(document, pixels)
+        request = read_request(document, pixels, conditions_allowed=reads_conditions)
     except UnsupportedImageFormat as exc:
         raise ClientError(415, f"unsupported image: {exc}") from None
     except (ProtocolError, RecursionError) as exc:
         raise ClientError(400, f"bad request: {exc}") from None
-    if not len(images):
+    if not len(request.images):
         raise ClientError(400, "bad request: the request holds no images")
-    return images, prompts, metadata
+    return request
 
 
 def check_rank(images: Any, scores_video: bool) -> None:
@@ -134,11 +139,12 @@ async def answer(
     chunks: AsyncIterator[bytes],
     limits: ServeLimits,
     describe: dict[str, Any],
-    score: Callable[[Any, list[str], list[dict[str, Any]]], Awaitable[dict[str, Any]]],
+    score: Callable[[Any, list[str], list[dict[str, Any]], Conditions], Awaitable[dict[str, Any]]],
 ) -> Answer:
-    """One request from start to answer: the token, the method, the body within its limits, then ``score``
-    (which returns the response document or raises: ValueError or RuntimeFailure, the reward refusing these
-    inputs, is a 422; any other failure a 500 with its text)."""
+    """One request from start to answer: the token, the method, the body within its limits, then
+    ``score(images, prompts, metadata, conditions)`` (``conditions``: each sample's condition images, empty when
+    the request holds none; it returns the response document or raises: ValueError or RuntimeFailure, the reward
+    refusing these inputs, is a 422; any other failure a 500 with its text)."""
     try:
         check_token(headers.get("authorization"), limits.token)
         if method == "GET":
@@ -146,13 +152,14 @@ async def answer(
         if method != "POST":
             raise ClientError(405, f"method {method} is not served: POST scores, GET describes")
         body = await read_body(headers, chunks, limits.max_body_bytes)
-        images, prompts, metadata = await asyncio.to_thread(parse_body, body, limits.pixels)
-        check_rank(images, bool(describe.get("scores_video")))
+        reads = bool(describe.get("reads_conditions"))
+        request = await asyncio.to_thread(parse_body, body, limits.pixels, reads)
+        check_rank(request.images, bool(describe.get("scores_video")))
     except ClientError as exc:
         return exc.status, {"error": exc.reason}
     reward = describe.get("reward", "")
     try:
-        return 200, await score(images, prompts, metadata)
+        return 200, await score(request.images, request.prompts, request.metadata, request.conditions)
     except (ValueError, RuntimeFailure) as exc:  # the reward refuses these inputs: the client's to fix, not retried
         return 422, {"error": f"reward {reward!r} cannot score this request: {_one_line(exc)}"}
     except Exception as exc:  # the reward's failure, or ours: still JSON, never Starlette's plain-text 500

@@ -21,8 +21,8 @@ from omni_rl.batch import RewardResult
 from omni_rl.config.schema import ResolvedComponent
 from omni_rl.context import BuildContext
 from omni_rl.rewards.combined import actor_context
-from omni_rl.rewards.frames import scores_video
-from omni_rl.rewards.protocol import encode_response
+from omni_rl.rewards.frames import call_reward, reads_conditions, scores_video
+from omni_rl.rewards.protocol import Conditions, encode_response
 from omni_rl.serving.limits import ServeLimits, answer
 
 
@@ -33,6 +33,12 @@ class Job:
     images: np.ndarray
     prompts: list[str]
     metadata: list[dict[str, Any]]
+    #: each sample's condition images, for a reward that reads them (empty: none sent)
+    conditions: Conditions = attrs.field(factory=list)
+
+    def sample_conditions(self) -> Conditions:
+        """One tuple per sample: the job's, or empty ones when it sent none (so merged jobs stay aligned)."""
+        return list(self.conditions) or [() for _ in self.prompts]
 
 
 def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception]:
@@ -52,6 +58,7 @@ def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception
                 np.concatenate([jobs[i].images for i in members]),
                 [p for i in members for p in jobs[i].prompts],
                 [m for i in members for m in jobs[i].metadata],
+                [c for i in members for c in jobs[i].sample_conditions()],
             )
         except Exception:
             for i in members:
@@ -69,8 +76,15 @@ def score_jobs(model: Any, jobs: Sequence[Job]) -> list[RewardResult | Exception
     return [r if r is not None else RuntimeError("not scored") for r in results]
 
 
-def _call(model: Any, images: np.ndarray, prompts: list[str], metadata: list[Mapping[str, Any]]) -> RewardResult:
-    result = RewardResult.coerce(model(images, prompts, metadata))
+def _call(
+    model: Any,
+    images: np.ndarray,
+    prompts: list[str],
+    metadata: list[Mapping[str, Any]],
+    conditions: Conditions,
+) -> RewardResult:
+    # conditions= only for a reward that reads them (a replica refuses them for another before decoding)
+    result = RewardResult.coerce(call_reward(model, images, prompts, metadata, conditions))
     scores = np.asarray(result.scores, dtype=np.float64).reshape(-1)
     if scores.shape != (len(prompts),):
         raise ValueError(f"the reward returned {scores.shape[0]} scores for {len(prompts)} images")
@@ -80,7 +94,7 @@ def _call(model: Any, images: np.ndarray, prompts: list[str], metadata: list[Map
 
 def _call_or_error(model: Any, job: Job) -> RewardResult | Exception:
     try:
-        return _call(model, job.images, job.prompts, job.metadata)
+        return _call(model, job.images, job.prompts, job.metadata, job.sample_conditions())
     except Exception as exc:
         return exc
 
@@ -101,8 +115,13 @@ class RewardReplica:
         # a replica given GPUs builds on "cuda", its own first GPU, as a reward actor of a run does
         self.model = component.build(actor_context(BuildContext(), component.resources))
         self.name = component.name
-        #: what GET says and the rank a request must have: videos (N, F, H, W, 3) for a reward that scores them
-        self.describe = {"reward": self.name, "scores_video": scores_video(self.model)}
+        #: what GET says and what a request may hold: videos (N, F, H, W, 3) for a reward that scores them,
+        #: condition images (an edit's sources) for one that reads them
+        self.describe = {
+            "reward": self.name,
+            "scores_video": scores_video(self.model),
+            "reads_conditions": reads_conditions(self.model),
+        }
         self.score.set_max_batch_size(max_batch_size)
         self.score.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
@@ -117,8 +136,10 @@ class RewardReplica:
         )
         return JSONResponse(document, status_code=status)
 
-    async def _score_job(self, images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]) -> dict:
-        result = await self.score(Job(images, prompts, metadata))
+    async def _score_job(
+        self, images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]], conditions: Conditions
+    ) -> dict:
+        result = await self.score(Job(images, prompts, metadata, conditions))
         if isinstance(result, Exception):
             raise result
         return encode_response(result)

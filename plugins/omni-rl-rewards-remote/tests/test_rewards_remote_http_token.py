@@ -36,7 +36,9 @@ LIMITS = ServeLimits(
 def server() -> Iterator[dict[str, Any]]:
     record: dict[str, Any] = {"requests": 0}
 
-    async def score(images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]) -> dict[str, Any]:
+    async def score(
+        images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]], conditions: list[Any]
+    ) -> dict[str, Any]:
         return encode_response(images.astype(np.float64).mean(axis=(1, 2, 3)) / 255.0)
 
     class Handler(BaseHTTPRequestHandler):

@@ -36,7 +36,9 @@ async def _chunks(body: bytes, size: int = 4096) -> AsyncIterator[bytes]:
         yield body[start : start + size]
 
 
-async def _score(images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]]) -> dict[str, Any]:
+async def _score(
+    images: np.ndarray, prompts: list[str], metadata: list[dict[str, Any]], conditions: list[tuple[np.ndarray, ...]]
+) -> dict[str, Any]:
     if prompts and prompts[0] == "fail":
         raise RuntimeError("the model ran out of memory")
     if prompts and prompts[0] == "outside the grammar":

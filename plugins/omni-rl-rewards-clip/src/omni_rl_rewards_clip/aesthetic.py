@@ -1,4 +1,5 @@
-"""``aesthetic``: the LAION improved aesthetic predictor (Schuhmann, ``sac+logos+ava1-l14-linearMSE.pth``).
+"""``aesthetic``: the LAION improved aesthetic predictor (Schuhmann, ``sac+logos+ava1-l14-linearMSE.pth``;
+docs/math.md#clip-based-rewards).
 
 score = MLP(ê_img), ê_img the L2-normalised CLIP ViT-L/14 image embedding; the MLP's raw output, about 1 to 10.
 The MLP is 768 -> 1024 -> 128 -> 64 -> 16 -> 1 with dropout between the first layers and no activations (the

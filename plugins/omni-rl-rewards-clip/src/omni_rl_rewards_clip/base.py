@@ -1,9 +1,5 @@
-"""What every model-based reward shares: lazy loading once per process, batching, and the call contract.
-
-The weights are loaded on the first call, not in ``__init__``: building the reward stays cheap (config checks,
-``omni-rl plugins``), the device is chosen in the process that scores (a Ray reward actor sees only its own
-GPU), and a reward pickled to another process reloads there instead of shipping gigabytes of tensors.
-"""
+"""What every model-based reward shares: lazy loading once per process (:mod:`.lazy`), batching, and the call
+contract."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import numpy as np
 from omni_rl.batch import RewardResult, check_reward_images
 from omni_rl_rewards_clip.config import ModelRewardConfig
 from omni_rl_rewards_clip.images import to_pil
-from omni_rl_rewards_clip.loading import Owner, check_source, pick_device
+from omni_rl_rewards_clip.lazy import LazyModels
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -23,7 +19,7 @@ if TYPE_CHECKING:
 ConfigT = TypeVar("ConfigT", bound=ModelRewardConfig)
 
 
-class ModelReward(Generic[ConfigT]):
+class ModelReward(LazyModels, Generic[ConfigT]):
     """Scores images in chunks of ``config.batch_size`` with a model loaded on first use.
 
     Subclasses set ``name`` (for error messages) and ``sources`` (the options holding a hub id or local path,
@@ -34,33 +30,10 @@ class ModelReward(Generic[ConfigT]):
     name: str = "model_reward"
     sources: tuple[str, ...] = ("model",)
 
+    config: ConfigT
+
     def __init__(self, config: ConfigT, ctx: Any = None) -> None:
-        self.config = config
-        self.ctx_device: str = getattr(ctx, "device", "cpu")
-        #: names the reward's options in errors by their config path ($.reward[1].options.model)
-        self.owner = Owner.of(self.name, ctx)
-        self._loaded: Any = None
-        for option in self.sources:  # a local path that does not exist fails now, not at the first batch
-            check_source(getattr(config, option), reward=self.owner, option=option)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_loaded"] = None
-        return state
-
-    @property
-    def device(self) -> str:
-        return pick_device(self.config.device, self.ctx_device)
-
-    @property
-    def loaded(self) -> Any:
-        """The models, loaded on first access and cached on this instance."""
-        if self._loaded is None:
-            self._loaded = self.load()
-        return self._loaded
-
-    def load(self) -> Any:
-        raise NotImplementedError
+        super().__init__(config, ctx, self.name, self.sources)
 
     def score_chunk(
         self, loaded: Any, images: list[Image.Image], prompts: Sequence[str]

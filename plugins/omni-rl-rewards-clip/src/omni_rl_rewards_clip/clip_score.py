@@ -1,4 +1,5 @@
-"""``clip_score``: the cosine of a CLIP model's image and prompt embeddings, and CLIP-S (Hessel et al. 2021).
+"""``clip_score``: the cosine of a CLIP model's image and prompt embeddings, and CLIP-S (Hessel et al. 2021;
+docs/math.md#clip-based-rewards).
 
 score = factor * cos(image, prefix + prompt), with cos replaced by max(cos, 0) when ``clamp_at_zero``;
 CLIP-S is factor 2.5, clamped, prefix "A photo depicts ".

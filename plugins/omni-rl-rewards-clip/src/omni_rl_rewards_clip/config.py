@@ -7,10 +7,11 @@ default is the published checkpoint, and tests (or offline machines) point it at
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import attrs
+
+from omni_rl.validators import non_empty, positive_finite, positive_int, with_hint
 
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 PICKSCORE_MODEL = "yuvalkirstain/PickScore_v1"
@@ -19,24 +20,15 @@ VIT_H_14 = "laion/CLIP-ViT-H-14-laion2B-s32B-b79K"
 CLIP_VIT_L_14 = "openai/clip-vit-large-patch14"
 
 
-def _non_empty(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty hub id (e.g. 'openai/clip-vit-large-patch14') or local path")
-
-
-def _positive_int(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
-
-
-def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a finite number > 0, got {value!r}")
+#: a weight source: empty would make transformers look in the working directory
+_SOURCE = with_hint(non_empty, "a hub id (e.g. 'openai/clip-vit-large-patch14') or a local path")
 
 
 def _device(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if value != "auto" and value.split(":")[0] not in ("cpu", "cuda", "mps", "xpu", "npu"):
-        raise ValueError(f"must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got {value!r}")
+        raise ValueError(
+            f"{attribute.name} must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got {value!r}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -53,7 +45,7 @@ class ModelRewardConfig:
         default="float32", validator=attrs.validators.in_(DTYPES)
     )
     #: images scored per forward pass (the batch a reward receives is split into chunks of this size)
-    batch_size: int = attrs.field(default=16, validator=_positive_int)
+    batch_size: int = attrs.field(default=16, validator=positive_int)
     #: "auto", or a torch device string such as "cuda:1"
     device: str = attrs.field(default="auto", validator=_device)
 
@@ -63,11 +55,11 @@ class PickScoreConfig(ModelRewardConfig):
     """Options of ``pickscore``: ``exp(logit_scale) * cos(image, prompt) / scale``."""
 
     #: CLIPModel hub id or local directory of the PickScore weights
-    model: str = attrs.field(default=PICKSCORE_MODEL, validator=_non_empty)
+    model: str = attrs.field(default=PICKSCORE_MODEL, validator=_SOURCE)
     #: CLIPProcessor hub id or local directory (tokenizer + image processor)
-    processor: str = attrs.field(default=VIT_H_14, validator=_non_empty)
+    processor: str = attrs.field(default=VIT_H_14, validator=_SOURCE)
     #: the score is divided by this; Flow-GRPO and VeRL-Omni use 26 (scores then sit near 0.8-0.9)
-    scale: float = attrs.field(default=26.0, converter=float, validator=_positive_finite)
+    scale: float = attrs.field(default=26.0, converter=float, validator=positive_finite)
 
 
 @attrs.frozen(kw_only=True)
@@ -78,9 +70,9 @@ class ClipScoreConfig(ModelRewardConfig):
     """
 
     #: CLIPModel hub id or local directory; its processor is loaded from the same place
-    model: str = attrs.field(default=CLIP_VIT_L_14, validator=_non_empty)
+    model: str = attrs.field(default=CLIP_VIT_L_14, validator=_SOURCE)
     #: multiplies the cosine (CLIP-S: 2.5)
-    factor: float = attrs.field(default=1.0, converter=float, validator=_positive_finite)
+    factor: float = attrs.field(default=1.0, converter=float, validator=positive_finite)
     #: max(cos, 0) before the factor, as CLIP-S does
     clamp_at_zero: bool = False
     #: text put before every prompt (CLIP-S: "A photo depicts ")
@@ -92,11 +84,11 @@ class HpsV2Config(ModelRewardConfig):
     """Options of ``hpsv2``: the cosine of HPSv2.1's normalised image and text features."""
 
     #: hub repo id holding ``filename``, a local directory holding it, or a local path of the checkpoint file
-    model: str = attrs.field(default="xswu/HPSv2", validator=_non_empty)
+    model: str = attrs.field(default="xswu/HPSv2", validator=_SOURCE)
     #: the checkpoint file in the repo or directory (HPS v2.0: "HPS_v2_compressed.pt")
-    filename: str = attrs.field(default="HPS_v2.1_compressed.pt", validator=_non_empty)
+    filename: str = attrs.field(default="HPS_v2.1_compressed.pt", validator=non_empty)
     #: hub id or local directory of the CLIP ViT-H-14 config, tokenizer and image processor HPSv2 builds on
-    processor: str = attrs.field(default=VIT_H_14, validator=_non_empty)
+    processor: str = attrs.field(default=VIT_H_14, validator=_SOURCE)
 
 
 @attrs.frozen(kw_only=True)
@@ -104,8 +96,32 @@ class AestheticConfig(ModelRewardConfig):
     """Options of ``aesthetic``: the LAION improved aesthetic predictor on CLIP ViT-L/14 image embeddings."""
 
     #: CLIPModel hub id or local directory of the image encoder the predictor was trained on
-    model: str = attrs.field(default=CLIP_VIT_L_14, validator=_non_empty)
+    model: str = attrs.field(default=CLIP_VIT_L_14, validator=_SOURCE)
     #: hub repo id holding ``predictor_file``, a local directory holding it, or a local path of the MLP weights
-    predictor: str = attrs.field(default="trl-lib/ddpo-aesthetic-predictor", validator=_non_empty)
+    predictor: str = attrs.field(default="trl-lib/ddpo-aesthetic-predictor", validator=_SOURCE)
     #: the MLP weights file in the repo or directory (the upstream name is "sac+logos+ava1-l14-linearMSE.pth")
-    predictor_file: str = attrs.field(default="aesthetic-model.pth", validator=_non_empty)
+    predictor_file: str = attrs.field(default="aesthetic-model.pth", validator=non_empty)
+
+
+#: flow_grpo's image_similarity encoder, and a DINOv2 checkpoint (the DINO similarity of editing evaluations)
+IMAGE_SIMILARITY_MODELS: dict[str, str] = {"clip": CLIP_VIT_L_14, "dino": "facebook/dinov2-base"}
+
+
+@attrs.frozen(kw_only=True)
+class ImageSimilarityConfig(ModelRewardConfig):
+    """Options of ``image_similarity``: cos(ê(output), ê(source)) of an image encoder's embeddings."""
+
+    #: "clip": a CLIP model's projected image features (flow_grpo's image_similarity); "dino": the CLS token of a
+    #: DINO-family ViT (DINOv2, DINOv2 with registers, DINOv3, DINO v1 ViTs)
+    backbone: Literal["clip", "dino"] = attrs.field(default="clip", validator=attrs.validators.in_(("clip", "dino")))
+    #: hub id or local directory of the encoder and its image processor (default: the backbone's, above)
+    model: str = attrs.field(validator=_SOURCE)
+    #: which condition images the output is compared with: "first" (the source of a single-image edit) or
+    #: "mean" (the mean of the cosines to each of the sample's condition images)
+    source_images: Literal["first", "mean"] = attrs.field(
+        default="first", validator=attrs.validators.in_(("first", "mean"))
+    )
+
+    @model.default
+    def _backbone_model(self) -> str:
+        return IMAGE_SIMILARITY_MODELS[self.backbone]

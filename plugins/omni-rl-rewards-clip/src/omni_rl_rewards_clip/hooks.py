@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import RewardSpec
-from omni_rl_rewards_clip.config import AestheticConfig, ClipScoreConfig, HpsV2Config, PickScoreConfig
+from omni_rl import RewardSpec, hookimpl
+from omni_rl_rewards_clip.checks import source_reward_check
+from omni_rl_rewards_clip.config import (
+    AestheticConfig,
+    ClipScoreConfig,
+    HpsV2Config,
+    ImageSimilarityConfig,
+    PickScoreConfig,
+)
 
 if TYPE_CHECKING:
     from omni_rl_rewards_clip.aesthetic import AestheticReward
     from omni_rl_rewards_clip.clip_score import ClipScoreReward
     from omni_rl_rewards_clip.hpsv2 import HpsV2Reward
+    from omni_rl_rewards_clip.image_similarity import ImageSimilarityReward
     from omni_rl_rewards_clip.pickscore import PickScoreReward
 
 
@@ -41,6 +48,12 @@ def _build_aesthetic(config: AestheticConfig, ctx: Any) -> AestheticReward:
     from omni_rl_rewards_clip.aesthetic import build_aesthetic
 
     return build_aesthetic(config, ctx)
+
+
+def _build_image_similarity(config: ImageSimilarityConfig, ctx: Any) -> ImageSimilarityReward:
+    from omni_rl_rewards_clip.image_similarity import build_image_similarity
+
+    return build_image_similarity(config, ctx)
 
 
 @hookimpl
@@ -69,5 +82,12 @@ def omni_rl_reward_models() -> list[RewardSpec]:
             factory=_build_aesthetic,
             config=AestheticConfig,
             summary="LAION improved aesthetic predictor: MLP on the normalised CLIP ViT-L/14 image embedding",
+        ),
+        RewardSpec(
+            name="image_similarity",
+            factory=_build_image_similarity,
+            config=ImageSimilarityConfig,
+            summary="edits: cos(output, source) of CLIP image features or a DINO CLS token (preservation only)",
+            check=source_reward_check,
         ),
     ]

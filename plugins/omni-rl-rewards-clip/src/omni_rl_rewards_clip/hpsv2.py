@@ -1,4 +1,5 @@
-"""``hpsv2``: Human Preference Score v2.1 (Wu et al. 2023), an open_clip ViT-H-14 fine-tuned on HPD v2.
+"""``hpsv2``: Human Preference Score v2.1 (Wu et al. 2023), an open_clip ViT-H-14 fine-tuned on HPD
+v2 (docs/math.md#clip-based-rewards).
 
 score = ê_img · ê_txt, the dot product of the normalised image and text features (HPSv2's own ``score``: no
 logit scale). HPSv2 runs on open_clip, which imports torchvision at import time (and depends on timm, which

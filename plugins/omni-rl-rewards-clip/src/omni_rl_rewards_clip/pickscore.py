@@ -1,4 +1,5 @@
-"""``pickscore``: PickScore_v1 (Kirstain et al. 2023), a CLIP ViT-H-14 fine-tuned on Pick-a-Pic preferences.
+"""``pickscore``: PickScore_v1 (Kirstain et al. 2023), a CLIP ViT-H-14 fine-tuned on Pick-a-Pic
+preferences (docs/math.md#clip-based-rewards).
 
 score = exp(logit_scale) * cos(image, prompt) / scale, the model's own logit (its learned temperature times the
 cosine of its projected, L2-normalised embeddings) divided by ``scale`` (26 in Flow-GRPO and VeRL-Omni).

@@ -13,56 +13,45 @@ from typing import Any, Literal
 
 import attrs
 
+from omni_rl.validators import int_between, non_negative_finite, non_negative_int, positive_finite, positive_int
 from omni_rl_rewards_remote.templates import template_problem
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 PARSERS: tuple[str, ...] = ("number", "yes_no", "scale_1_5", "ocr")
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a finite number > 0, got {value!r}")
-
-
-def _non_negative(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"must be a finite number >= 0, got {value!r}")
+#: how a judge's answer becomes a score: its text parsed, or the probability of "yes" from its log-probs
+SCORINGS: tuple[str, ...] = ("parse", "yes_prob")
 
 
 def _http_url(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if not value.startswith(("http://", "https://")):
-        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        raise ValueError(f"{attribute.name} must be an http:// or https:// URL, got {value!r}")
 
 
 def _env_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     # never echo the value: a user who pasted the key itself here must not see it printed in the error
     if value and not _ENV_NAME.match(value):
         raise ValueError(
-            "must be the NAME of an environment variable holding the API key (upper case, digits and '_', e.g. "
-            '"OPENAI_API_KEY"), never the key itself; export the key in that variable'
+            f"{attribute.name} must be the NAME of an environment variable holding the API key (upper case, digits "
+            """and '_', e.g. "OPENAI_API_KEY"), never the key itself; export the key in that variable"""
         )
 
 
 def _range(instance: Any, attribute: attrs.Attribute, value: tuple[float, float]) -> None:
     low, high = value
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValueError(f"must be [low, high] with low < high, got {list(value)!r}")
+        raise ValueError(f"{attribute.name} must be [low, high] with low < high, got {list(value)!r}")
 
 
 #: frames one judge request may carry: a bound on mistakes (servers cap the images of a prompt, e.g. vLLM's
 #: --limit-mm-per-prompt)
 MAX_VIDEO_FRAMES = 64
-
-
-def _frame_count(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not 0 <= value <= MAX_VIDEO_FRAMES:
-        raise ValueError(
-            f"must be 0 (judge each frame as an image) or 1..{MAX_VIDEO_FRAMES} frames per video, got {value!r}"
-        )
+_FRAME_COUNT = int_between(
+    0, MAX_VIDEO_FRAMES, hint="0 judges each frame as an image, k > 0 sends k frames of each video in one request"
+)
 
 
 def _template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    problem = template_problem(value, instance.parser)  # AttributeError without an instance: checked later
+    problem = template_problem(value, instance.parser, instance.score)  # AttributeError without an instance: later
     if problem is not None:
         raise ValueError(problem)
 
@@ -72,14 +61,14 @@ class RetryOptions:
     """What both remote rewards share: timeouts and retries with exponential back-off."""
 
     #: seconds to wait for a connection or for the server's reply (per attempt)
-    timeout_s: float = attrs.field(default=60.0, converter=float, validator=_positive)
+    timeout_s: float = attrs.field(default=60.0, converter=float, validator=positive_finite)
     #: further attempts after a failed one (connection error, timeout, HTTP 429 or 5xx); other errors are final
-    max_retries: int = attrs.field(default=3, validator=_non_negative)
+    max_retries: int = attrs.field(default=3, validator=non_negative_int)
     #: wait before retry k (from 0): backoff_s * 2**k, at most max_backoff_s (a 429's Retry-After is honoured)
-    backoff_s: float = attrs.field(default=1.0, converter=float, validator=_non_negative)
-    max_backoff_s: float = attrs.field(default=30.0, converter=float, validator=_non_negative)
+    backoff_s: float = attrs.field(default=1.0, converter=float, validator=non_negative_finite)
+    max_backoff_s: float = attrs.field(default=30.0, converter=float, validator=non_negative_finite)
     #: requests in flight at once (threads)
-    concurrency: int = attrs.field(default=8, validator=_positive)
+    concurrency: int = attrs.field(default=8, validator=positive_int)
     #: environment variable holding a bearer token sent as ``Authorization: Bearer ...`` ("" = none)
     api_key_env: str = attrs.field(default="", validator=_env_name)
 
@@ -103,12 +92,18 @@ class VlmJudgeConfig(RetryOptions):
     number_range: tuple[float, float] = attrs.field(default=(0.0, 10.0), validator=_range)
     #: a system message sent first ("" = none)
     system_prompt: str = ""
-    max_tokens: int = attrs.field(default=512, validator=_positive)
-    temperature: float = attrs.field(default=0.0, converter=float, validator=_non_negative)
+    max_tokens: int = attrs.field(default=512, validator=positive_int)
+    temperature: float = attrs.field(default=0.0, converter=float, validator=non_negative_finite)
     #: video models: 0 = each frame judged as an image (the [[reward]] section's aggregate makes the video's
     #: score); k > 0 = each video judged whole, k of its frames (evenly spaced, first and last included) sent in
     #: time order in one request, so the judge sees the motion
-    video_frames: int = attrs.field(default=0, validator=_frame_count)
+    video_frames: int = attrs.field(default=0, validator=_FRAME_COUNT)
+    #: edits and image-to-video: each sample's condition image(s) ("Source image:") go first, then the output
+    #: ("Edited image:"), in one message (the edit_* presets always send them)
+    with_source: bool = False
+    #: "parse": the reply's text read by the parser; "yes_prob": P(yes) / (P(yes) + P(no)) over the top-20 log-probs
+    #: of a one-token answer (the server must return log-probs: vLLM, SGLang), for a yes/no template
+    score: Literal["parse", "yes_prob"] = attrs.field(default="parse", validator=attrs.validators.in_(SCORINGS))
 
 
 @attrs.frozen(kw_only=True)
@@ -120,11 +115,14 @@ class HttpRewardConfig(RetryOptions):
     #: "png" (lossless, compact: across a network) or "raw" (uint8 bytes: no encoding cost on a fast link)
     image_encoding: Literal["png", "raw"] = attrs.field(default="png", validator=attrs.validators.in_(("png", "raw")))
     #: images per request (0 = the whole batch in one request); several requests go out concurrently
-    batch_size: int = attrs.field(default=0, validator=_non_negative)
+    batch_size: int = attrs.field(default=0, validator=non_negative_int)
     #: video models: false = the run sends each video's frames as images (the [[reward]] aggregate makes the
     #: video's score); true = the served reward scores whole videos (its GET says "scores_video": true) and gets
     #: them as they are, (N, F, H, W, 3)
     scores_video: bool = False
-    timeout_s: float = attrs.field(default=300.0, converter=float, validator=_positive)
-    max_retries: int = attrs.field(default=2, validator=_non_negative)
-    concurrency: int = attrs.field(default=4, validator=_positive)
+    #: edits: send each sample's condition images (an edit's sources) with it, for a served reward that reads them
+    #: (its GET says "reads_conditions": true; a server refuses them, naming this option, for one that does not)
+    send_conditions: bool = False
+    timeout_s: float = attrs.field(default=300.0, converter=float, validator=positive_finite)
+    max_retries: int = attrs.field(default=2, validator=non_negative_int)
+    concurrency: int = attrs.field(default=4, validator=positive_int)

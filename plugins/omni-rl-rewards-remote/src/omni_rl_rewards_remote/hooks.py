@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import RewardSpec
+from omni_rl import RewardSpec, hookimpl
+from omni_rl_rewards_remote.checks import source_reward_check
 from omni_rl_rewards_remote.config import HttpRewardConfig, VlmJudgeConfig
 
 if TYPE_CHECKING:
@@ -32,12 +32,14 @@ def omni_rl_reward_models() -> list[RewardSpec]:
             name="vlm_judge",
             factory=_build_vlm_judge,
             config=VlmJudgeConfig,
-            summary="a VLM behind an OpenAI-compatible API judges each image (alignment, quality, yes/no, OCR)",
+            summary="a VLM behind an OpenAI-compatible API judges each image (alignment, quality, yes/no, OCR, edits)",
+            check=source_reward_check,
         ),
         RewardSpec(
             name="http",
             factory=_build_http,
             config=HttpRewardConfig,
             summary="a reward scored by a reward server (omni-rl serve-reward) over its JSON protocol",
+            check=source_reward_check,
         ),
     ]

@@ -3,7 +3,10 @@
 The batch goes out in requests of ``batch_size`` images (all at once by default), ``concurrency`` of them in
 flight, each with its timeout and retries. On a video model the core hands it each video's frames as images
 (omni_rl.rewards.frames), unless ``scores_video`` says the served reward scores whole videos: then it declares
-``scores_video`` itself and sends the videos (N, F, H, W, 3) as they are.
+``scores_video`` itself and sends the videos (N, F, H, W, 3) as they are. With ``send_conditions`` (a served
+reward that reads an edit's sources: its GET says ``"reads_conditions": true``) it declares ``reads_conditions``,
+so the core hands it each sample's condition images, and sends them with the sample (PNG, each distinct image
+once per request, whatever ``image_encoding`` says).
 
 A server that stays unreachable fails the whole batch with its URL named: the section's ``on_error`` then
 decides between stopping the run (with the resume command) and scoring the batch 0 with the failure counted.
@@ -34,17 +37,28 @@ class HttpReward:
         self._post = post
         #: whole videos come as they are, to a server whose reward scores them (omni_rl.rewards.frames)
         self.scores_video = config.scores_video
+        if config.send_conditions:  # only then: the core hands it each sample's sources (omni_rl.rewards.frames)
+            self.reads_conditions = True
         read_api_key(config.api_key_env, "http")
 
     def __repr__(self) -> str:
         return f"HttpReward(url={self.config.url!r})"
 
     def __call__(
-        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+        self,
+        images: np.ndarray,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> RewardResult:
         array = check_reward_images(images, prompts, videos=self.scores_video)
         n = len(prompts)
         metadata = list(metadata) or [{} for _ in range(n)]
+        sources: list[tuple[np.ndarray, ...]] | None = None
+        if self.config.send_conditions:
+            sources = list(conditions or []) or [() for _ in range(n)]
+            if len(sources) != n:
+                raise ValueError(f"the http reward got {len(sources)} samples' condition images for {n} images")
         size = self.config.batch_size or max(n, 1)
         chunks = [slice(start, min(start + size, n)) for start in range(0, n, size)]
         key = read_api_key(self.config.api_key_env, "http")
@@ -54,7 +68,14 @@ class HttpReward:
             key_kept_out(key, "http"),
             ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(chunks))) as pool,
         ):
-            parts = list(pool.map(lambda part: self._score(array[part], prompts[part], metadata[part], key), chunks))
+            parts = list(
+                pool.map(
+                    lambda part: self._score(
+                        array[part], prompts[part], metadata[part], None if sources is None else sources[part], key
+                    ),
+                    chunks,
+                )
+            )
         return RewardResult(
             scores=np.concatenate([p.scores for p in parts]),
             details={name: np.concatenate([p.details[name] for p in parts]) for name in parts[0].details},
@@ -62,9 +83,14 @@ class HttpReward:
         )
 
     def _score(
-        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]], key: str
+        self,
+        images: np.ndarray,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        sources: Sequence[tuple[np.ndarray, ...]] | None,
+        key: str,
     ) -> RewardResult:
-        body = encode_request(images, prompts, metadata, self.config.image_encoding)
+        body = encode_request(images, prompts, metadata, self.config.image_encoding, sources)
         url = self.config.url
         try:
             reply = self._post(url, body, retry=self.retry, headers=auth_headers(key), secret=key)

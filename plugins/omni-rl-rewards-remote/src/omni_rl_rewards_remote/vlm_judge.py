@@ -7,6 +7,12 @@ retries. Videos (N, F, H, W, 3): by default the core scores each frame as an ima
 ``image_url`` parts of one message (how vLLM, SGLang and OpenAI take several images), after a line saying they
 are one video's frames, so the verdict is the video's, motion included.
 
+Edits (``with_source``, or an ``edit_*`` preset): the judge reads the source too. The message is "Source image:"
+and the sample's condition image(s), then "Edited image:" and the output (or "Generated video:" and its frames),
+then the template; the reward then declares ``reads_conditions`` and the core hands it each sample's sources.
+``score = "yes_prob"`` asks for a one-token answer with its top log-probs and scores P(yes) / (P(yes) + P(no))
+(:mod:`.logprobs`); a server that returns no log-probs fails the batch, naming the fix, rather than scoring 0.
+
 A call that still fails scores that sample 0 and is counted (``RewardResult.failures``, logged as
 ``reward/<name>/failures``): a flaky judge costs some samples their signal, never the run.
 """
@@ -22,9 +28,11 @@ import attrs
 import numpy as np
 
 from omni_rl.batch import RewardResult, check_reward_images
+from omni_rl.errors import RuntimeFailure
 from omni_rl.reporting.video_grids import frame_indices
 from omni_rl.rewards.protocol import png_data_url
 from omni_rl_rewards_remote.config import VlmJudgeConfig
+from omni_rl_rewards_remote.logprobs import TOP_LOGPROBS, MissingLogprobs, yes_probability
 from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, parse_scale_1_5, parse_yes_no
 from omni_rl_rewards_remote.secrets import auth_headers, key_kept_out, read_api_key, redact, redacted_excerpt
 from omni_rl_rewards_remote.templates import resolve_template
@@ -42,6 +50,22 @@ VIDEO_PREAMBLE = (
 )
 #: the same for a video of one frame (or ``video_frames = 1``): there is no motion to judge
 ONE_FRAME_PREAMBLE = "The image above is the first frame of a generated video: judge it as the video.\n"
+#: the video preambles when the source comes first: "above" would take in the source
+SOURCE_VIDEO_PREAMBLE = (
+    'The {k} images after "Generated video:" are frames of one video generated from the source image, in time order '
+    "from first to last. Judge the video as a whole, its motion included: read every mention of the edited image "
+    "below as the video.\n"
+)
+SOURCE_ONE_FRAME_PREAMBLE = (
+    'The image after "Generated video:" is the first frame of a video generated from the source image: judge it as '
+    "the video.\n"
+)
+#: why a sample without a source cannot be judged against it, and what to change
+NO_SOURCE = (
+    "vlm_judge sends each output with its source image (options.with_source or an edit_* template), but sample {i} "
+    "has none (a text-only batch): train an editing or image-to-video model on prompt rows with an `image` or "
+    "`images` field (docs/editing.md), or set with_source = false and a template that does not ask about a source"
+)
 
 
 @attrs.frozen
@@ -57,32 +81,41 @@ class VlmJudgeReward:
 
     def __init__(self, config: VlmJudgeConfig, *, post: PostJson = post_json) -> None:
         self.config = config
-        self.template = resolve_template(config.template, config.parser)
+        self.template = resolve_template(config.template, config.parser, config.score)
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.retry = Retry.of(config)
         self._post = post
         #: whole videos come as they are (k frames a request) instead of frame by frame (omni_rl.rewards.frames)
         self.scores_video = config.video_frames > 0
+        #: the source image(s) go first in each message (an edit judged against its source)
+        self.with_source = config.with_source or self.template.with_source
+        if self.with_source:  # only then: the core hands it each sample's sources (omni_rl.rewards.frames)
+            self.reads_conditions = True
         read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
 
     def __repr__(self) -> str:  # no key here either: it is never stored
         return f"VlmJudgeReward(url={self.url!r}, model={self.config.model!r}, template={self.config.template!r})"
 
     def __call__(
-        self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]
+        self,
+        images: np.ndarray,
+        prompts: Sequence[str],
+        metadata: Sequence[Mapping[str, Any]],
+        conditions: Sequence[tuple[np.ndarray, ...]] | None = None,
     ) -> RewardResult:
         array = self._frames_of(images, prompts)
         # OCR targets are parsed before any call: a prompt without quoted text is a data mistake, found at once
         scorers = [self._scorer(prompt) for prompt in prompts]
+        sources = self._sources(conditions, len(array))  # a sample without its source, likewise
         key = read_api_key(self.config.api_key_env, "vlm_judge")
         if not len(array):
             return RewardResult(scores=np.zeros(0))
-        jobs = zip(array, prompts, scorers, strict=True)
+        jobs = zip(array, prompts, scorers, sources, strict=True)
         with (
             key_kept_out(key, "vlm_judge"),
             ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(array))) as pool,
         ):
-            verdicts = list(pool.map(lambda job: self._judge(*job, key), jobs))
+            verdicts = list(pool.map(lambda job: self._judge(*job[:3], key, job[3]), jobs))
         failed = [v for v in verdicts if v.error]
         if failed:
             log.warning(
@@ -102,6 +135,20 @@ class VlmJudgeReward:
         array = check_reward_images(images, prompts, videos=self.scores_video)
         return array[:, frame_indices(array.shape[1], self.config.video_frames)] if array.ndim == 5 else array
 
+    def _sources(self, conditions: Sequence[tuple[np.ndarray, ...]] | None, n: int) -> list[tuple[np.ndarray, ...]]:
+        """Each sample's source images when they are sent (``with_source``), else empty tuples."""
+        if not self.with_source:
+            return [() for _ in range(n)]
+        given = list(conditions or [])
+        if n and not given:
+            raise ValueError(NO_SOURCE.format(i=0))
+        if len(given) != n:
+            raise ValueError(f"vlm_judge got {len(given)} samples' condition images for {n} images")
+        for i, sample in enumerate(given):
+            if not len(sample):
+                raise ValueError(NO_SOURCE.format(i=i))
+        return [tuple(sample) for sample in given]
+
     def _scorer(self, prompt: str) -> Callable[[str], float]:
         parser = self.template.parser
         if parser == "ocr":
@@ -113,38 +160,70 @@ class VlmJudgeReward:
             return number_parser(*self.config.number_range)
         return parse_scale_1_5 if parser == "scale_1_5" else parse_yes_no
 
-    def _judge(self, image: np.ndarray, prompt: str, scorer: Callable[[str], float], key: str) -> Verdict:
+    def _judge(
+        self,
+        image: np.ndarray,
+        prompt: str,
+        scorer: Callable[[str], float],
+        key: str,
+        sources: tuple[np.ndarray, ...] = (),
+    ) -> Verdict:
+        body = self.request_body(image, prompt, sources)
         try:
-            reply = self._post(
-                self.url, self.request_body(image, prompt), retry=self.retry, headers=auth_headers(key), secret=key
-            )
+            reply = self._post(self.url, body, retry=self.retry, headers=auth_headers(key), secret=key)
+            if self.config.score == "yes_prob":
+                return Verdict(yes_probability(reply))
             # redacted before a parser quotes (and cuts) the reply in its error: a judge that echoes the key
             return Verdict(float(scorer(redact(reply_text(reply, key), key))))
         except (RemoteCallError, ParseError) as exc:
             return Verdict(0.0, redact(str(exc), key))
+        except MissingLogprobs:  # the server cannot serve this scoring: every call would fail alike
+            raise RuntimeFailure(
+                f'vlm_judge options.score = "yes_prob" reads the answer\'s log-probs, but the server at {self.url} '
+                "returned none; serve the judge where chat completions return logprobs (vLLM, SGLang) or set "
+                'options.score = "parse"',
+                hint="the request asked for logprobs = true, top_logprobs = 20, max_tokens = 1",
+            ) from None
 
-    def request_body(self, image: np.ndarray, prompt: str) -> dict[str, Any]:
+    def request_body(self, image: np.ndarray, prompt: str, sources: Sequence[np.ndarray] = ()) -> dict[str, Any]:
         """The chat-completions request for one image (H, W, 3), or one video's frames (k, H, W, 3) as k images
-        after one another and the video preamble (standard OpenAI format: vLLM, SGLang, OpenAI)."""
+        after one another and the video preamble (standard OpenAI format: vLLM, SGLang, OpenAI); with
+        ``sources``, "Source image:" and those first, then "Edited image:" (or "Generated video:") and the output.
+        """
         text = self.template.text.replace("{prompt}", prompt)
         frames = [image] if image.ndim == 3 else list(image)
         if image.ndim == 4:
-            preamble = VIDEO_PREAMBLE.replace("{k}", str(len(frames))) if len(frames) > 1 else ONE_FRAME_PREAMBLE
-            text = preamble + text
-        content: list[dict[str, Any]] = [
-            {"type": "image_url", "image_url": {"url": png_data_url(frame)}} for frame in frames
-        ]
+            several = len(frames) > 1
+            if sources:
+                preamble = SOURCE_VIDEO_PREAMBLE if several else SOURCE_ONE_FRAME_PREAMBLE
+            else:
+                preamble = VIDEO_PREAMBLE if several else ONE_FRAME_PREAMBLE
+            text = preamble.replace("{k}", str(len(frames))) + text
+        content: list[dict[str, Any]] = []
+        if sources:
+            content.append({"type": "text", "text": "Source image:" if len(sources) == 1 else "Source images:"})
+            content += [_image_part(source) for source in sources]
+            content.append({"type": "text", "text": "Edited image:" if image.ndim == 3 else "Generated video:"})
+        content += [_image_part(frame) for frame in frames]
         content.append({"type": "text", "text": text})
         messages: list[dict[str, Any]] = []
         if self.config.system_prompt:
             messages.append({"role": "system", "content": self.config.system_prompt})
         messages.append({"role": "user", "content": content})
-        return {
+        body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
             "max_tokens": self.config.max_tokens,
             "temperature": self.config.temperature,
         }
+        if self.config.score == "yes_prob":  # one answer token and its alternatives
+            body.update(max_tokens=1, logprobs=True, top_logprobs=TOP_LOGPROBS)
+        return body
+
+
+def _image_part(image: np.ndarray) -> dict[str, Any]:
+    """An ``image_url`` content part holding ``image`` inline as a PNG data URL."""
+    return {"type": "image_url", "image_url": {"url": png_data_url(np.ascontiguousarray(image, dtype=np.uint8))}}
 
 
 def reply_text(reply: Any, secret: str = "") -> str:
