@@ -26,7 +26,9 @@ def test_cpu_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert [r.variant.key for r in results] == ["off", "auto", "off"]
     for r in results:
         assert not r.error, r.error
-        assert r.ratio_mean == 1.0 and r.abs_delta_max == 0.0  # recomputed through the same forward on the CPU
+        # recomputed through the same forward on the CPU: equal up to the float rounding of the batch shapes (the
+        # rollout's chunk and the update's micro-batch differ, and some CPUs' kernels round them apart by an ulp)
+        assert r.ratio_mean == 1.0 and r.abs_delta_max <= 1e-6
         assert r.rollout_s > 0 and r.update_s > 0 and r.first_rollout_s > 0
     assert not out.exists()  # the CPU check prints; only the GPU run writes the table
 
