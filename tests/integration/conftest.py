@@ -84,9 +84,9 @@ def parts_submitted_fixture(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     submit = CombinedReward.submit_parts
 
-    def spy(self: CombinedReward, parts: Any, metadata: Any) -> Any:
+    def spy(self: CombinedReward, parts: Any, metadata: Any, conditions: Any = None) -> Any:
         seen.append(len(parts))
-        return submit(self, parts, metadata)
+        return submit(self, parts, metadata, conditions)
 
     monkeypatch.setattr(CombinedReward, "submit_parts", spy)
     return seen

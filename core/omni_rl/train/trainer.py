@@ -364,7 +364,12 @@ class Trainer:
         if not (self.config.run.stream_rewards and self.rewards.has_actors):
             return None
         rewards = self.rewards
-        return lambda request, parts: rewards.submit_parts(parts, request.metadata, request.conditions)
+
+        def stream(request: RolloutRequest, parts: Any) -> StreamedScores:
+            given = (request.conditions,) if request.conditions else ()  # text-only batches: the call as before
+            return rewards.submit_parts(parts, request.metadata, *given)
+
+        return stream
 
     def _print_summary(self, run_dir: Path) -> None:
         """The run at a glance, read back from what it wrote (as ``omni-rl compare`` prints it): base, best and
