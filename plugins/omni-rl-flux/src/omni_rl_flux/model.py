@@ -86,17 +86,20 @@ class FluxModel(PackedPipelineModel):
         prediction (one call of 2B rows).
         Float32, shaped like ``latents``, differentiable w.r.t. the trained weights when called under grad."""
         batch, _, height, width = latents.shape
-        tokens = pack(latents.to(self.device, self.dtype))
+        # the transformer's image tokens: the packed target, then whatever a subclass appends (Kontext's condition);
+        # its output is cropped back to the target's tokens
+        tokens, positions = self._transformer_input(latents, conditioning)
+        target = (height // 2) * (width // 2)
         sigma = self._sigmas(sigmas, batch)
         # the pipeline passes the scheduler's timestep (sigma * 1000, float32) cast to the latents' dtype, / 1000
         timestep = (sigma * self.num_train_timesteps).to(self.dtype) / self.num_train_timesteps
-        positions = image_ids(height, width, device=self.device, dtype=self.dtype)
         guidance = None
         if self.guidance is not None:
             guidance = torch.full((batch,), self.guidance, device=self.device, dtype=torch.float32)
         positive_text = self._text(conditioning, POSITIVE, batch)
         if guidance_scale <= 1:
-            return unpack(self._forward(tokens, timestep, positions, guidance, *positive_text).float(), height, width)
+            velocity = self._forward(tokens, timestep, positions, guidance, *positive_text)[:, :target]
+            return unpack(velocity.float(), height, width)
         self._warn_double_guidance(guidance_scale)
         negative_text = self._text(conditioning, NEGATIVE, batch)
         # CFG's two halves in one call of 2B rows, negatives first (both T5 texts are padded to max_sequence_length;
@@ -105,8 +108,17 @@ class FluxModel(PackedPipelineModel):
         doubled = None if guidance is None else torch.cat([guidance, guidance])
         texts = [torch.cat([n, p]) for n, p in zip(negative_text, positive_text, strict=True)]
         both = self._forward(torch.cat([tokens, tokens]), torch.cat([timestep, timestep]), positions, doubled, *texts)
-        negative, positive = both.float().chunk(2)
+        negative, positive = both[:, :target].float().chunk(2)
         return unpack(negative + guidance_scale * (positive - negative), height, width)
+
+    def _transformer_input(
+        self, latents: torch.Tensor, conditioning: Conditioning
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(image tokens (B, N, 4C), their position ids (N, 3)) of one transformer call: FLUX's are the packed target
+        latents with ``_prepare_latent_image_ids``' ids; FLUX.1-Kontext appends its condition's after them."""
+        _, _, height, width = latents.shape
+        positions = image_ids(height, width, device=self.device, dtype=self.dtype)
+        return pack(latents.to(self.device, self.dtype)), positions
 
     def _forward(
         self,
