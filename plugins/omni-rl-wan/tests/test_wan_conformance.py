@@ -19,7 +19,7 @@ from omni_rl.testing import ModelConformance, PluginConformance
 
 
 def _spec() -> ModelSpec:
-    (spec,) = hooks.omni_rl_models()
+    (spec,) = [s for s in hooks.omni_rl_models() if s.name == "wan"]
     return spec
 
 

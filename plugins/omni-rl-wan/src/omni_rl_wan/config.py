@@ -11,7 +11,7 @@ from typing import Literal
 import attrs
 from omni_rl_pipelines.options import MemoryOptions, PipelineOptions, lora_targets_option
 
-from omni_rl.validators import non_empty, non_negative_finite, positive_int, with_hint
+from omni_rl.validators import non_empty, non_negative_finite, non_negative_int, positive_int, with_hint
 
 #: LoRA targets of every Wan transformer block: the q/k/v/out projections of its self-attention (``attn1``) and
 #: its text cross-attention (``attn2``), the module set of the Flow-GRPO and DanceGRPO Wan LoRA recipes. The
@@ -58,3 +58,18 @@ class WanConfig(MemoryOptions, PipelineOptions):
     )
     #: modules that get LoRA, matched as dotted-name suffixes (default: self- and cross-attention of every block)
     lora_target_modules: tuple[str, ...] = lora_targets_option(DEFAULT_LORA_TARGETS)
+
+
+@attrs.frozen(kw_only=True)
+class WanI2VConfig(WanConfig):
+    """How to load a Wan image-to-video pipeline (``wan_i2v``: Wan2.1 I2V, Wan2.2 I2V-A14B; ``wan_ti2v``: Wan2.2
+    TI2V-5B) and what to train: every ``wan`` option, plus how many first frames' VAE latents stay on the device.
+
+    The condition latents depend on the output size (the pipeline resizes the first frame to it and, for the
+    channel-concat layouts, VAE-encodes a whole clip of it followed by zeros), so they are computed at the first
+    transformer call of each (first frame, size) and kept for the rest of the rollout and its update
+    (:mod:`omni_rl_wan.i2v`)."""
+
+    #: distinct (first frame, output size) condition latents kept on the device; the least recently used go first
+    #: (0 recomputes them for every transformer call, which only costs time)
+    condition_cache_size: int = attrs.field(default=32, validator=non_negative_int)

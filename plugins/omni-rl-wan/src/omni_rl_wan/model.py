@@ -49,6 +49,8 @@ class WanModel(PipelineModel):
     pipeline_kind = WAN
     #: the rollout asks for ``num_frames`` and gets (B, F, H, W, 3) frames from :meth:`decode`
     modality: ClassVar[str] = "video"
+    #: how prompts become UMT5 embeddings (the image-to-video model's avoids a code path that needs ftfy)
+    prompt_encoder_class: ClassVar[type[PromptEncoder]] = PromptEncoder
 
     def __init__(self, config: WanConfig, ctx: BuildContext | None = None) -> None:
         ctx = self._open_pipeline(config, ctx)
@@ -70,7 +72,7 @@ class WanModel(PipelineModel):
             self._prepare_experts(ctx.seed)
         else:
             self._prepare_transformer(ctx.seed)
-        self.prompts = PromptEncoder.for_options(self.pipeline, config, device=self.device)
+        self.prompts = self.prompt_encoder_class.for_options(self.pipeline, config, device=self.device)
         first = self.experts[HIGH_NOISE].config
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor_spatial
         self.vae_scale_factor_temporal: int = self.pipeline.vae_scale_factor_temporal
@@ -167,28 +169,43 @@ class WanModel(PipelineModel):
         scale: float,
     ) -> torch.Tensor:
         positive_text = self._text(conditioning, POSITIVE, idx, len(x))
+        x, timestep, extra = self._transformer_inputs(x, timestep, conditioning, idx)
         if guidance_scale <= 1:  # WanPipeline's do_classifier_free_guidance reads guidance_scale alone
-            return self._forward(component, x, timestep, positive_text).float()
+            return self._forward(component, x, timestep, positive_text, **extra).float()
         negative_text = self._text(conditioning, NEGATIVE, idx, len(x))
         # CFG's two halves in one call of 2B rows, negatives first (both texts are padded to max_sequence_length):
         # one launch of twice the rows fills a GPU better than WanPipeline's two calls, and gives the same velocity
-        # up to the float rounding of a larger batch
+        # up to the float rounding of a larger batch; both halves get the same image condition
         both = self._forward(
-            component, torch.cat([x, x]), torch.cat([timestep, timestep]), torch.cat([negative_text, positive_text])
+            component,
+            torch.cat([x, x]),
+            torch.cat([timestep, timestep]),
+            torch.cat([negative_text, positive_text]),
+            **{name: torch.cat([value, value]) for name, value in extra.items()},
         ).float()
         negative, positive = both.chunk(2)
         return negative + scale * (positive - negative)
 
-    def _forward(self, component: str, x: torch.Tensor, timestep: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+    def _transformer_inputs(
+        self, x: torch.Tensor, timestep: torch.Tensor, conditioning: Conditioning, idx: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """The transformer's ``hidden_states``, ``timestep`` and further inputs for these rows (``idx`` of the
+        conditioning, None for all): the latents and per-sample timesteps as they are for text-to-video; the
+        image-to-video model (:mod:`omni_rl_wan.i2v`) appends its condition here."""
+        return x, timestep, {}
+
+    def _forward(
+        self, component: str, x: torch.Tensor, timestep: torch.Tensor, embeds: torch.Tensor, **extra: torch.Tensor
+    ) -> torch.Tensor:
         self.transformer_calls[component] += 1
-        if self.expand_timesteps:  # one timestep per latent token, (B, F' x h/2 x w/2), as the pipeline builds it
+        if self.expand_timesteps and timestep.ndim == 1:  # one timestep per latent token, (B, F' x h/2 x w/2)
             _, _, frames, height, width = x.shape
             tokens = (frames // self.temporal_patch_size) * (height // self.patch_size) * (width // self.patch_size)
             timestep = timestep[:, None].expand(-1, tokens)
         expert = self.transformer.expert(component) if isinstance(self.transformer, WanExperts) else self.transformer
         with self.attention():
             return self.call_transformer(
-                expert, hidden_states=x, timestep=timestep, encoder_hidden_states=embeds, return_dict=False
+                expert, hidden_states=x, timestep=timestep, encoder_hidden_states=embeds, return_dict=False, **extra
             )[0]
 
     def _text(self, conditioning: Conditioning, key: str, idx: torch.Tensor | None, batch: int) -> torch.Tensor:

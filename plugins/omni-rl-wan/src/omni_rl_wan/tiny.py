@@ -142,25 +142,27 @@ def _portable_tokenizer(directory: Path) -> None:
     name_tokenizer_class(directory, "tokenizer", "T5TokenizerFast")
 
 
-def tiny_transformer(shape: TinyWanShape, patch_size: tuple[int, int, int] = (1, 2, 2)) -> Any:
+def tiny_transformer(shape: TinyWanShape, patch_size: tuple[int, int, int] = (1, 2, 2), **overrides: Any) -> Any:
     """A random ``WanTransformer3DModel`` of ``shape`` (the caller seeds torch); ``patch_size`` (frames, height,
-    width) is Wan's (1, 2, 2) unless a caller needs fewer tokens (the shapes motion model's (1, 4, 4))."""
+    width) is Wan's (1, 2, 2) unless a caller needs fewer tokens (the shapes motion model's (1, 4, 4)).
+    ``overrides`` replace config values (the image-to-video layouts' ``in_channels``, ``image_dim``, ...)."""
     from diffusers import WanTransformer3DModel
 
-    return WanTransformer3DModel(
-        patch_size=patch_size,
-        num_attention_heads=shape.num_attention_heads,
-        attention_head_dim=shape.attention_head_dim,
-        in_channels=shape.latent_channels,
-        out_channels=shape.latent_channels,
-        text_dim=shape.text_hidden_size,
-        freq_dim=32,
-        ffn_dim=shape.ffn_dim,
-        num_layers=shape.num_layers,
-        cross_attn_norm=True,
-        qk_norm="rms_norm_across_heads",
-        rope_max_seq_len=32,
-    ).eval()
+    config: dict[str, Any] = {
+        "patch_size": patch_size,
+        "num_attention_heads": shape.num_attention_heads,
+        "attention_head_dim": shape.attention_head_dim,
+        "in_channels": shape.latent_channels,
+        "out_channels": shape.latent_channels,
+        "text_dim": shape.text_hidden_size,
+        "freq_dim": 32,
+        "ffn_dim": shape.ffn_dim,
+        "num_layers": shape.num_layers,
+        "cross_attn_norm": True,
+        "qk_norm": "rms_norm_across_heads",
+        "rope_max_seq_len": 32,
+    }
+    return WanTransformer3DModel(**{**config, **overrides}).eval()
 
 
 def _vae(shape: TinyWanShape) -> Any:
