@@ -46,7 +46,7 @@ def build_model(path: Path, **options: Any) -> Any:
     from omni_rl.config import structure_options
     from omni_rl.context import BuildContext
 
-    (spec,) = hooks.omni_rl_models()
+    spec = next(s for s in hooks.omni_rl_models() if s.name == "qwen_image")
     merged = {"path": str(path), "lora_rank": 4, **options}
     return spec.factory(structure_options(spec, merged), BuildContext(device="cpu"))
 

@@ -21,7 +21,7 @@ from omni_rl.testing import ModelConformance, PluginConformance
 
 
 def _spec() -> ModelSpec:
-    (spec,) = hooks.omni_rl_models()
+    spec = next(s for s in hooks.omni_rl_models() if s.name == "qwen_image")
     return spec
 
 

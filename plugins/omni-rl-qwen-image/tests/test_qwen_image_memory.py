@@ -95,7 +95,7 @@ def test_the_old_offload_text_encoder_key_still_offloads_with_a_warning() -> Non
 
     from omni_rl.config import structure_options
 
-    (spec,) = omni_rl_models()
+    spec = next(s for s in omni_rl_models() if s.name == "qwen_image")
     with pytest.warns(FutureWarning, match="offload_text_encoder is deprecated.*offload_text_encoders"):
         options = structure_options(spec, {"path": "models/Qwen-Image", "offload_text_encoder": True})
     assert options.offload_text_encoders is True

@@ -53,12 +53,16 @@ class QwenImageModel(PackedPipelineModel):
             )
         self._place_components((self.pipeline.text_encoder,))
         self._prepare_transformer(ctx.seed)
-        self.prompts = PromptEncoder.for_options(self.pipeline, config, device=self.device)
+        self.prompts = self._prompt_encoder(config)
         self.vae_scale_factor: int = self.pipeline.vae_scale_factor
         self.latent_channels: int = self.transformer.config.in_channels // 4
         self.num_train_timesteps: int = self.pipeline.scheduler.config.num_train_timesteps
         #: transformer forwards so far (one per prompt set per step; tests check CFG costs two, no CFG one)
         self.transformer_calls = 0
+
+    def _prompt_encoder(self, config: Any) -> Any:
+        """The prompt encoder (the edit models' encodes each prompt with its condition images)."""
+        return PromptEncoder.for_options(self.pipeline, config, device=self.device)
 
     # -- protocol: conditioning and velocity -----------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from omni_rl.errors import ConfigError
 from omni_rl_qwen_image.tiny_tokenizer import (
     ENDOFTEXT,
     IM_END,
+    TEXT_TO_IMAGE_WORDS,
     special_token_ids,
     vocab_and_merges,
     write_qwen2_tokenizer,
@@ -162,7 +163,8 @@ def random_pipeline(shape: TinyQwenImageShape, *, seed: int, tokenizer_dir: Path
     )
 
 
-def _transformer(shape: TinyQwenImageShape) -> Any:
+def _transformer(shape: TinyQwenImageShape, *, zero_cond_t: bool = False) -> Any:
+    """``zero_cond_t``: Qwen-Image-Edit-2511's flag, condition tokens modulated as t = 0 (``edit_tiny``)."""
     from diffusers import QwenImageTransformer2DModel
 
     return QwenImageTransformer2DModel(
@@ -175,6 +177,7 @@ def _transformer(shape: TinyQwenImageShape) -> Any:
         joint_attention_dim=shape.text_hidden_size,
         guidance_embeds=False,
         axes_dims_rope=shape.axes_dims_rope,
+        zero_cond_t=zero_cond_t,
     )
 
 
@@ -194,11 +197,15 @@ def _vae(shape: TinyQwenImageShape) -> Any:
     ).eval()
 
 
-def _text_encoder(shape: TinyQwenImageShape) -> Any:
+def _text_encoder(
+    shape: TinyQwenImageShape, *, words: tuple[str, ...] = TEXT_TO_IMAGE_WORDS, vision_depth: int = 1
+) -> Any:
+    """Qwen2.5-VL whose special-token ids are those of the tiny tokenizer of ``words``; the edit pipelines' VLM sees
+    images, so theirs has a deeper vision tower (``vision_depth``; omni_rl_qwen_image.edit_tiny)."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
-    ids = special_token_ids()
-    vocab, _ = vocab_and_merges()
+    ids = special_token_ids(words)
+    vocab, _ = vocab_and_merges(words)
     config = Qwen2_5_VLConfig(
         text_config={
             "vocab_size": len(vocab),
@@ -215,12 +222,12 @@ def _text_encoder(shape: TinyQwenImageShape) -> Any:
             "pad_token_id": ids[ENDOFTEXT],
         },
         vision_config={
-            "depth": 1,
+            "depth": vision_depth,
             "hidden_size": 16,
             "intermediate_size": 16,
             "num_heads": 2,
             "out_hidden_size": shape.text_hidden_size,
-            "fullatt_block_indexes": [0],
+            "fullatt_block_indexes": [vision_depth - 1],
         },
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],

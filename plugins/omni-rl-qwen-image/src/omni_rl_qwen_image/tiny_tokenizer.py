@@ -13,6 +13,7 @@ template prefix tokenizes to the same 34 pieces as Qwen2.5-VL's tokenizer does.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 ENDOFTEXT = "<|endoftext|>"
@@ -35,6 +36,8 @@ _WORDS = (
     "Ġa", "Ġphoto", "Ġcat", "Ġdog", "Ġred", "Ġblue", "Ġgreen", "Ġcircle", "Ġsquare", "Ġtriangle", "Ġsign",
     "Ġthat", "Ġsays", "Ġwith", "Ġon", "Ġin",
 )  # fmt: skip
+#: the whole-word tokens of the text-to-image template (and common prompt words): the default of the functions below
+TEXT_TO_IMAGE_WORDS: tuple[str, ...] = _WORDS
 
 
 def _byte_symbols() -> list[str]:
@@ -44,12 +47,13 @@ def _byte_symbols() -> list[str]:
     return sorted(ByteLevel.alphabet())
 
 
-def vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """Token -> id and the merges that build each word of :data:`_WORDS` left to right."""
+def vocab_and_merges(words: Sequence[str] = _WORDS) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Token -> id and the merges that build each of ``words`` (default :data:`_WORDS`) left to right; the
+    Qwen-Image-Edit tiny tokenizer passes its longer template's words (``omni_rl_qwen_image.edit_tiny``)."""
     tokens = _byte_symbols()
     merges: list[tuple[str, str]] = []
     seen = set(tokens)
-    for word in _WORDS:
+    for word in words:
         prefix = word[0]
         for char in word[1:]:
             merged = prefix + char
@@ -62,16 +66,17 @@ def vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return {token: i for i, token in enumerate(tokens)}, merges
 
 
-def special_token_ids() -> dict[str, int]:
-    vocab, _ = vocab_and_merges()
+def special_token_ids(words: Sequence[str] = _WORDS) -> dict[str, int]:
+    vocab, _ = vocab_and_merges(words)
     return {token: vocab[token] for token in SPECIAL_TOKENS}
 
 
-def write_qwen2_tokenizer(directory: Path) -> None:
-    """Write ``tokenizer.json``, ``vocab.json``, ``merges.txt`` and ``tokenizer_config.json`` of a Qwen2Tokenizer."""
+def write_qwen2_tokenizer(directory: Path, words: Sequence[str] = _WORDS) -> None:
+    """Write ``tokenizer.json``, ``vocab.json``, ``merges.txt`` and ``tokenizer_config.json`` of a Qwen2Tokenizer
+    whose whole-word tokens are ``words``."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-    vocab, merges = vocab_and_merges()
+    vocab, merges = vocab_and_merges(words)
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False))
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
