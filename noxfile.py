@@ -4,6 +4,8 @@
 - ``tests``: the core's tests, every first-party plugin's tests, and the integration tests (all plugins installed).
 - ``integration``: only tests/integration (end-to-end runs through the CLI and Ray).
 - ``contrib``: each plugin under contrib/ installed on its own (as a third party's would be) and its tests.
+- ``tests_plugin``: one first-party plugin installed alone (with only the first-party plugins it declares) in a
+  venv of its own, and its tests; one session per plugin directory (``nox -s "tests_plugin(omni-rl-rewards)"``).
 - ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md, and colocated vs one-step-off rollout (printed).
 - ``gpu``: the GPU suite (tests/gpu, marked ``gpu``): every example and runtime path on one CUDA GPU.
@@ -19,9 +21,17 @@ the newest CUDA build (GBs). The install fails loudly if a CUDA torch or any nvi
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # nox itself depends on tomli below 3.11
+    import tomli as tomllib
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
@@ -43,7 +53,24 @@ def _listed_plugins() -> list[Path]:
     return out
 
 
+def _listed_extras() -> dict[Path, tuple[str, ...]]:
+    """The extras requirements-plugins.txt installs each plugin with (``-e plugins/omni-rl-dpo[parquet]``)."""
+    out = {}
+    for line in PLUGIN_LIST.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("-e ") and "[" in line:
+            path, extras = line[3:].strip().rstrip("]").split("[", 1)
+            out[ROOT / path] = tuple(e.strip() for e in extras.split(",") if e.strip())
+    return out
+
+
 PLUGINS = _listed_plugins()
+#: every first-party directory under plugins/: requirements-plugins.txt's (a meta-test keeps that list complete),
+#: then any it does not list yet, so that ``tests_plugin`` can install a library the others depend on by its name
+FIRST_PARTY = [
+    *PLUGINS,
+    *sorted(p for p in (ROOT / "plugins").glob("*/") if (p / "pyproject.toml").is_file() and p not in PLUGINS),
+]
 TEST_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
@@ -56,6 +83,16 @@ nvidia = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Na
 if "+cpu" not in torch.__version__ or nvidia:
     sys.exit(f"expected a CPU-only torch, got torch {torch.__version__} and nvidia packages {nvidia}")
 print("torch", torch.__version__, "(CPU build), no nvidia packages")
+"""
+
+#: a reused venv must not keep a first-party plugin the tested one stopped declaring: that would hide the import
+CHECK_ONLY_THESE_PLUGINS = """
+import importlib.metadata as md, sys
+installed = {d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].startswith("omni-rl-")}
+if installed != set(sys.argv[1:]):
+    sys.exit(f"first-party plugins installed: {sorted(installed)}, expected {sorted(sys.argv[1:])}; a venv left from "
+             "an earlier run: rerun with --no-reuse-existing-virtualenvs")
+print("first-party plugins:", ", ".join(sorted(installed)))
 """
 
 
@@ -87,6 +124,70 @@ def tests(session: nox.Session) -> None:
 def integration(session: nox.Session) -> None:
     install_all(session)
     session.run("pytest", "-q", "tests/integration", *session.posargs, env=TEST_ENV)
+
+
+def _project(plugin: Path) -> dict:
+    """The ``[project]`` table of a plugin's pyproject.toml."""
+    return tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
+
+
+def _first_party_closure(plugin: Path, extras: tuple[str, ...]) -> dict[Path, set[str]]:
+    """Every first-party plugin directory ``plugin[extras]`` needs, itself included, with the extras each is needed
+    with: its ``dependencies`` and the named extras' requirements whose names are first-party plugins, transitively.
+
+    pip cannot find these by name (they are not on an index), so the caller installs each from its directory in the
+    same pip command; a plugin the chain does not declare is simply absent, which is what the session checks."""
+    by_name = {canonicalize_name(_project(p)["name"]): p for p in FIRST_PARTY}
+    wanted: dict[Path, set[str]] = {}
+    todo = [(plugin, set(extras))]
+    while todo:
+        directory, needed = todo.pop()
+        if directory in wanted and needed <= wanted[directory]:
+            continue
+        wanted.setdefault(directory, set()).update(needed)
+        project = _project(directory)
+        optional = project.get("optional-dependencies", {})
+        requirements = [*project.get("dependencies", []), *(r for e in wanted[directory] for r in optional.get(e, []))]
+        for text in requirements:
+            requirement = Requirement(text)
+            dependency = by_name.get(canonicalize_name(requirement.name))
+            if dependency is not None and (requirement.marker is None or requirement.marker.evaluate()):
+                todo.append((dependency, set(requirement.extras)))
+    return wanted
+
+
+def _plugin_test_extras(plugin: Path) -> tuple[str, ...]:
+    """What ``tests_plugin`` installs the plugin with: requirements-plugins.txt's extras for it, and its ``test``
+    extra when it declares one (the first-party plugins only its tests use: the tiny model its runs train, the
+    reward an example config names)."""
+    extras = set(_listed_extras().get(plugin, ()))
+    if "test" in _project(plugin).get("optional-dependencies", {}):
+        extras.add("test")
+    return tuple(sorted(extras))
+
+
+def _editable(plugin: Path, extras: set[str]) -> list[str]:
+    path = str(plugin.relative_to(ROOT))
+    return ["-e", f"{path}[{','.join(sorted(extras))}]" if extras else path]
+
+
+@nox.session
+@nox.parametrize("plugin", [p.name for p in FIRST_PARTY], ids=[p.name for p in FIRST_PARTY])
+def tests_plugin(session: nox.Session, plugin: str) -> None:
+    """One first-party plugin as a user installs it alone: the core, the plugin (with its tests' extras) and only
+    the first-party plugins it declares, in a venv of its own; then its tests. An import of a plugin it does not
+    declare fails here, where ``tests`` (everything installed) cannot see it. Not a default session: each plugin
+    is a venv (about 2 GB) and an install of its own, 2-4 minutes the first time on 2 cores and 20-100 s when the
+    venv is reused, its tests included (``nox -s tests_plugin`` runs them all, one after the other)."""
+    directory = ROOT / "plugins" / plugin
+    if not (directory / "tests").is_dir():
+        session.skip(f"{plugin} has no tests/")
+    closure = _first_party_closure(directory, _plugin_test_extras(directory))
+    session.install(TORCH, "-e", ".[train,test]", *[arg for p, ex in closure.items() for arg in _editable(p, ex)])
+    session.run("python", "-c", CHECK_CPU_ONLY)
+    session.run("python", "-c", CHECK_ONLY_THESE_PLUGINS, *sorted(_project(p)["name"] for p in closure))
+    tests = str((directory / "tests").relative_to(ROOT))
+    session.run("pytest", "-q", "-m", "not slow and not gpu", tests, *session.posargs, env=TEST_ENV)
 
 
 #: experimental and community plugins: not in ``tests``, each installed from its own pyproject by ``contrib``

@@ -1,6 +1,6 @@
 """bfloat16 SD3 (``[model] options.dtype = "bfloat16"``): the on-policy ratio and one update step (backward).
 
-Tolerance. MATH.md's self-check asks |ρ - 1| < 1e-6 in float32. In bfloat16 the transformer keeps 8 significant
+Tolerance. docs/math.md#on-policy-ratio asks |ρ - 1| < 1e-6 in float32. In bfloat16 the transformer keeps 8 significant
 bits, so the question is whether the update re-scores the rollout's steps with the *same* bf16 policy, not with a
 policy that rounds differently. Rescoring a bf16 rollout with the float32 model (the same weights, another
 precision) moves ρ by up to ~6e-4 for flow_sde here; re-scoring with the bf16 model measured exactly 1 on CPU

@@ -1,4 +1,4 @@
-"""MATH.md self-checks through the real rollout backend, samplers and SD3 model.
+"""The self-checks of docs/math.md#self-checks through the real rollout backend, samplers and SD3 model.
 
 1. On-policy ratio: re-scoring the stored rollout steps with unchanged weights (the update's own
    old-log-prob path) gives ratio 1 to 1e-6 in float32, for flow_sde, cps and dance_sde, CFG on and off, for

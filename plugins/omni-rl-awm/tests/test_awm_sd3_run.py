@@ -1,6 +1,6 @@
 """The awm loss on a real (tiny, random) SD3 with peft LoRA adapters, and one short run through the real loop.
 
-The adapter tests check the self-check of MATH.md on the real model: with the "old" adapter a copy of the
+The adapter tests check docs/math.md#on-policy-ratio on the real model: with the "old" adapter a copy of the
 trained one, the ratio is exactly 1 (evaluated through the old adapter, not short-cut), and the EMA adapter
 follows ema ← d·ema + (1 − d)·θ weight by weight.
 """

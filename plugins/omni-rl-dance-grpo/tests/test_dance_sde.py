@@ -1,5 +1,5 @@
-"""dance_sde against MATH.md computed by hand with Python floats on tiny tensors, η = 0 against the Euler step, and
-the on-policy ratio of re-scored steps."""
+"""dance_sde against docs/math.md#dancegrpo-sde-sampler computed by hand with Python floats on tiny tensors, η = 0
+against the Euler step, and the on-policy ratio of re-scored steps."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _t(rows: list[list[float]]) -> torch.Tensor:
 
 
 def _expected(eta: float, sigma: float, sigma_next: float, x: list[float], v: list[float], z: list[float]):
-    """One sample's step, MATH.md line by line, in float64."""
+    """One sample's step, docs/math.md#dancegrpo-sde-sampler line by line, in float64."""
     dt = sigma_next - sigma
     mean = []
     for xi, vi in zip(x, v, strict=True):

@@ -1,5 +1,5 @@
 """dance_sde on video latents (B, C, F, h, w): the step equals the step on the latents flattened to 4-D, and the
-log-prob is the mean over every non-batch dimension of the Gaussian density (MATH.md)."""
+log-prob is the mean over every non-batch dimension of the Gaussian density (docs/math.md#conventions)."""
 
 from __future__ import annotations
 

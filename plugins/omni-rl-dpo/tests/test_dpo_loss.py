@@ -1,8 +1,8 @@
 """The ``dpo`` loss against values worked out by hand with Python floats, on a linear stand-in policy.
 
 The stand-in: the current policy predicts v = a·x_t (a is the trained weight), the reference v = b·x_t. With
-tiny latents of two elements, every quantity of MATH.md's dpo (x_t, u, e, inside, the loss, its gradient in a
-and the metrics) can be written out term by term below.
+tiny latents of two elements, every quantity of docs/math.md#diffusion-dpo-loss (x_t, u, e, inside, the loss, its
+gradient in a and the metrics) can be written out term by term below.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""flow_dppo against hand computation (Python floats, MATH.md's formulas written out): which steps the trust
+"""flow_dppo against hand computation (Python floats, docs/math.md#flow-dppo-loss written out): which steps the trust
 region drops, the loss and its gradient (none through a dropped step, none through the mask), the unclipped
 advantage, the KL term and every metric; on-policy it is Flow-GRPO's unclipped objective at ratio 1."""
 
@@ -97,7 +97,8 @@ def test_a_dropped_step_with_an_overflowing_ratio_is_not_nan() -> None:
 
 
 def test_kl_at_the_threshold_is_outside_the_region() -> None:
-    """MATH.md: drop when KL ≥ threshold (an exactly representable KL of 0.125 against a threshold of 0.125)."""
+    """docs/math.md#flow-dppo-loss: drop when KL ≥ threshold (an exactly representable KL of 0.125 against a
+    threshold of 0.125)."""
     region = trust_region(
         torch.tensor([[0.5, 0.5], [0.5, 0.5]]),
         torch.zeros(2, 2),

@@ -1,6 +1,6 @@
 """flow_dppo through the real trajectory update (tiny random SD3, diffusers rollout, the update's own old view),
 with both samplers it serves (flow_sde, cps off the last step) and the KL term on and off: with unchanged weights
-every call's ratio is 1 (MATH.md self-check 1, |ρ − 1| < 1e-6), KL_new,old is 0 and nothing is dropped; after an
+every call's ratio is 1 (docs/math.md#on-policy-ratio, |ρ − 1| < 1e-6), KL_new,old is 0 and nothing is dropped; after an
 optimizer step the second mini-batch has moved (KL_new,old > 0) and everything stays finite."""
 
 from __future__ import annotations

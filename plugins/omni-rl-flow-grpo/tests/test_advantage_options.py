@@ -53,7 +53,7 @@ def test_per_group_sample_std_and_a_group_of_one() -> None:
 
 
 def test_sample_std_is_the_population_std_times_sqrt_n_over_n_minus_1() -> None:
-    """MATH.md: 15% apart at group size 4 (sqrt(4/3)); eps is negligible against these stds."""
+    """docs/math.md#grpo-advantages: 15% apart at group size 4 (sqrt(4/3)); eps is negligible against these stds."""
     rewards, groups = torch.tensor([0.0, 1.0, 3.0, 10.0]), torch.tensor([0, 0, 0, 0])
     population = _grpo(global_std=False, eps=1e-12)(rewards, groups)
     sample = _grpo(global_std=False, eps=1e-12, std_ddof=1)(rewards, groups)

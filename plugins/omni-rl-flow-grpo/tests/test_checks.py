@@ -71,3 +71,13 @@ def test_configs_that_cannot_divide_by_zero_load(sets: tuple[str, ...]) -> None:
     config = load_config(EXAMPLE, list(sets))
     assert config.components["loss"].options.kl_coef >= 0
     assert isinstance(config.components["sampler"].options, (CPSConfig, WindowConfig))
+
+
+def test_grpo_with_groups_of_one_is_a_config_error() -> None:
+    """qa-2026-12 N9: group_size = 1 made every grpo advantage 0, so the run trained nothing and exited 0."""
+    with pytest.raises(ConfigError) as info:
+        load_config(EXAMPLE, ["rollout.options.group_size=1"])
+    message = str(info.value)
+    assert "invalid value: group_size = 1 with the 'grpo' advantage" in message
+    assert "set group_size to 2 or more" in message and message.count("@ $.rollout.options.group_size") == 1
+    assert load_config(EXAMPLE, ["rollout.options.group_size=2"]).components["advantage"].name == "grpo"

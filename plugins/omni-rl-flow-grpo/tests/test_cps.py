@@ -1,4 +1,4 @@
-"""cps against MATH.md, computed by hand with Python floats (float64) on tiny tensors."""
+"""cps against docs/math.md#cps-sampler, computed by hand with Python floats (float64) on tiny tensors."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_eta_zero_is_the_euler_step() -> None:
 
 
 def test_rescoring_a_drawn_step_gives_ratio_one() -> None:
-    """Self-check 1 (MATH.md) for cps."""
+    """The on-policy ratio self-check (docs/math.md#on-policy-ratio) for cps."""
     torch.manual_seed(0)
     sampler = CPSSampler(CPSConfig(noise_level=0.8))
     sigmas = torch.tensor([1.0, 0.95, 0.8, 0.5, 0.2, 0.0])
@@ -107,3 +107,10 @@ def test_prev_sample_is_detached() -> None:
     out = sampler.step(_t(X), v, torch.tensor([0.8, 0.6]), torch.tensor([0.6, 0.3]), prev_sample=prev)
     out.log_prob.sum().backward()
     assert prev.grad is None and v.grad is not None
+
+
+@pytest.mark.parametrize("eta", [1.5, -0.1, math.nan])
+def test_a_noise_level_outside_the_unit_interval_is_refused_with_its_meaning(eta: float) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        CPSConfig(noise_level=eta)
+    assert str(excinfo.value) == f"noise_level must be between 0 and 1, got {eta!r}; the noise angle is eta * pi / 2"

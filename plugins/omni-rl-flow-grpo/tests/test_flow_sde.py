@@ -1,4 +1,4 @@
-"""flow_sde against MATH.md, computed by hand with Python floats (float64) on tiny tensors."""
+"""flow_sde against docs/math.md#flow-sde-sampler, computed by hand with Python floats (float64) on tiny tensors."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _t(rows: list[list[float]]) -> torch.Tensor:
 def _expected(
     a: float, sigma: float, sigma_next: float, x: list[float], v: list[float], z: list[float], sigma_max=None
 ):
-    """One sample's step, MATH.md line by line."""
+    """One sample's step, docs/math.md#flow-sde-sampler line by line."""
     sigma_tilde = sigma_max if sigma == 1 else sigma
     s = a * math.sqrt(sigma / (1 - sigma_tilde))
     dt = sigma_next - sigma
@@ -102,7 +102,7 @@ def test_noise_level_zero_is_exactly_the_euler_step() -> None:
 
 
 def test_rescoring_a_drawn_step_gives_ratio_one() -> None:
-    """Self-check 1 (MATH.md): re-scoring the stored step reproduces its log-prob to float32 precision."""
+    """docs/math.md#on-policy-ratio: re-scoring the stored step reproduces its log-prob to float32 precision."""
     torch.manual_seed(0)
     sampler = FlowSDESampler(FlowSDEConfig(noise_level=0.7))
     sigmas = torch.tensor([1.0, 0.95, 0.8, 0.5, 0.2, 0.0])

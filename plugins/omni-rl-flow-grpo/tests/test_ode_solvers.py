@@ -1,4 +1,4 @@
-"""The deterministic solvers of the steps outside the SDE window (MATH.md, "DPM-Solver++(2M)"): a two-step example
+"""The deterministic solvers of the steps outside the SDE window (docs/math.md#dpm-solver2m): a two-step example
 worked by hand, the limits at σ = 1 and σ' = 0, first order = Euler, per-sample sigmas, reset, and a cross-check
 against diffusers' DPMSolverMultistepScheduler configured for flow matching."""
 

@@ -1,4 +1,4 @@
-"""MixGRPO's progressive SDE window (MATH.md, "SDE window"): start = min(r0 + floor((t - 1) / iters_per_group)·S,
+"""MixGRPO's progressive SDE window (docs/math.md#sde-window): start = min(r0 + floor((t - 1) / iters_per_group)·S,
 r1 - W) for the 1-based training step t, clipped to the schedule, staying at the end once there."""
 
 from __future__ import annotations

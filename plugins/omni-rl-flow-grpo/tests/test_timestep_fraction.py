@@ -1,5 +1,5 @@
-"""DanceGRPO's ``timestep_fraction`` (MATH.md, "SDE window"): each sample trains ceil(f·W) of its W window steps,
-a subset drawn from (run seed, training step, sample seed) alone, so every worker, process and resume agrees."""
+"""DanceGRPO's ``timestep_fraction`` (docs/math.md#timestep-fraction): each sample trains ceil(f·W) of its W window
+steps, a subset drawn from (run seed, training step, sample seed) alone, so every worker, process and resume agrees."""
 
 from __future__ import annotations
 

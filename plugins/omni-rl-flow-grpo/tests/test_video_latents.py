@@ -1,6 +1,6 @@
 """Latents of any rank (videos: (B, C, F, h, w)): every sampler step on 5-D latents equals the same step on the
 latents flattened to (B, C·F, h, w) element by element, and the log-prob stays the mean over every non-batch
-dimension (MATH.md), checked against the Gaussian density computed here by hand."""
+dimension (docs/math.md#conventions), checked against the Gaussian density computed here by hand."""
 
 from __future__ import annotations
 

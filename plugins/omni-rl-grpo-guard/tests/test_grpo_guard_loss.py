@@ -1,4 +1,4 @@
-"""grpo_guard against hand computation (Python floats, MATH.md's formulas written out): the loss, its gradient
+"""grpo_guard against hand computation (Python floats, docs/math.md#grpo-guard-loss written out): the loss, its gradient
 through log π_θ and through the bias b (μ_θ), the clip on both sides, the per-step reweighting, the KL term and
 every metric."""
 

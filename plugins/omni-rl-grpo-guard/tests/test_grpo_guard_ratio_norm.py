@@ -1,6 +1,7 @@
-"""RatioNorm on real flow_sde steps: the per-sample c (the sampler's std of x') is MATH.md's batch formula
-c = mean_b(sqrt(-dt))·mean_b(s) when a call's samples share a step, the bias b removes exactly the left shift of
-flow_sde's log-ratio, and on-policy (μ_θ = μ_old) the normalised ratio is exactly 1."""
+"""RatioNorm on real flow_sde steps: the per-sample c (the sampler's std of x') is the batch formula of
+docs/math.md#grpo-guard-loss, c = mean_b(sqrt(-dt))·mean_b(s), when a call's samples share a step, the bias b
+removes exactly the left shift of flow_sde's log-ratio, and on-policy (μ_θ = μ_old) the normalised ratio is exactly
+1."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def _inputs(current: SamplerStep, old: SamplerStep, sigma: float, sigma_next: fl
 
 
 def _math_loss(current: SamplerStep, old: SamplerStep, inputs: TrajectoryLossInputs, eps: float) -> torch.Tensor:
-    """MATH.md's grpo_guard written out with its batch scalars."""
+    """docs/math.md#grpo-guard-loss with the batch scalars of its first notes, written out."""
     sqrt_dt = torch.sqrt(inputs.sigmas - inputs.next_sigmas)
     c = sqrt_dt.mean() * current.std_dev_t.mean()
     b = ((current.mean - old.mean) ** 2).reshape(B, -1).mean(dim=1) / (2 * c**2)

@@ -1,5 +1,5 @@
 """grpo_guard through the real trajectory update (tiny random SD3, diffusers rollout, flow_sde, the update's own
-old view): with unchanged weights every call's normalised ratio is 1 (MATH.md self-check 1, |ρ − 1| < 1e-6) and
+old view): with unchanged weights every call's normalised ratio is 1 (docs/math.md#on-policy-ratio, |ρ − 1| < 1e-6) and
 its bias b is 0, with the KL term on and off; once an optimizer step has moved the policy the second mini-batch's
 ratio leaves 1 and stays finite. Per-step metrics cover the window's schedule steps."""
 

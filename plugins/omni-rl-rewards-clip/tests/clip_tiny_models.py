@@ -170,3 +170,48 @@ def build_reward(name: str, options: dict[str, Any] | None = None, ctx: BuildCon
     """The reward ``name`` built by its factory from TOML-shaped ``options``, as a run builds it."""
     spec = reward_spec(name)
     return spec.factory(structure_options(spec, options or {}), ctx or BuildContext())
+
+
+def save_tiny_clip_vision(directory: Path, *, seed: int = 0, projection_dim: int = 16) -> Path:
+    """A vision-only CLIP checkpoint (``CLIPVisionModelWithProjection``, model type ``clip_vision_model``) and its
+    image processor: the layout of an image encoder shipped alone (Wan2.1 I2V's ``image_encoder``)."""
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    torch.manual_seed(seed)
+    config = CLIPVisionConfig(
+        hidden_size=WIDTH,
+        intermediate_size=4 * WIDTH,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH,
+        projection_dim=projection_dim,
+    )
+    CLIPVisionModelWithProjection(config).eval().save_pretrained(directory)
+    tiny_processor(directory).image_processor.save_pretrained(directory)
+    return directory
+
+
+def save_tiny_dinov2(directory: Path, *, seed: int = 0) -> Path:
+    """A random ``Dinov2Model`` and the image processor DINOv2 checkpoints ship (BitImageProcessor: shortest edge,
+    centre crop, ImageNet mean and std), at 32 px, saved as a hub DINOv2 repository holds them."""
+    from transformers import Dinov2Config, Dinov2Model
+    from transformers.models.bit.image_processing_pil_bit import BitImageProcessorPil
+
+    torch.manual_seed(seed)
+    config = Dinov2Config(
+        hidden_size=WIDTH,
+        intermediate_size=2 * WIDTH,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH,
+    )
+    Dinov2Model(config).eval().save_pretrained(directory)
+    BitImageProcessorPil(
+        size={"shortest_edge": IMAGE_SIZE + 4},
+        crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        image_mean=[0.485, 0.456, 0.406],
+        image_std=[0.229, 0.224, 0.225],
+    ).save_pretrained(directory)
+    return directory

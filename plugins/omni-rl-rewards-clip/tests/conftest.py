@@ -7,12 +7,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from clip_tiny_models import openclip_state_dict, save_aesthetic_mlp, save_tiny_clip, save_tiny_processor_repo
+from clip_tiny_models import (
+    openclip_state_dict,
+    save_aesthetic_mlp,
+    save_tiny_clip,
+    save_tiny_clip_vision,
+    save_tiny_dinov2,
+    save_tiny_processor_repo,
+)
 
 
 @pytest.fixture(scope="session")
 def tiny_clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_tiny_clip(tmp_path_factory.mktemp("clip"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_vision_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_clip_vision(tmp_path_factory.mktemp("clip_vision"), seed=4)
+
+
+@pytest.fixture(scope="session")
+def tiny_dinov2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_dinov2(tmp_path_factory.mktemp("dinov2"), seed=5)
 
 
 @pytest.fixture(scope="session")

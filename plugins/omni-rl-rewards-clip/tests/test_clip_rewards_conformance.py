@@ -58,3 +58,25 @@ class TestAesthetic(RewardConformance):
     @pytest.fixture
     def options(self, tiny_clip_dir: Path, tiny_aesthetic_file: Path) -> dict[str, Any]:
         return {"model": str(tiny_clip_dir), "predictor": str(tiny_aesthetic_file), "device": "cpu"}
+
+
+class TestImageSimilarityClip(RewardConformance):
+    """Reads condition images: the suite hands it random sources (RewardConformance's ``conditions``)."""
+
+    @pytest.fixture
+    def spec(self) -> RewardSpec:
+        return reward_spec("image_similarity")
+
+    @pytest.fixture
+    def options(self, tiny_clip_dir: Path) -> dict[str, Any]:
+        return {"model": str(tiny_clip_dir), "batch_size": 3}
+
+
+class TestImageSimilarityDino(RewardConformance):
+    @pytest.fixture
+    def spec(self) -> RewardSpec:
+        return reward_spec("image_similarity")
+
+    @pytest.fixture
+    def options(self, tiny_dinov2_dir: Path) -> dict[str, Any]:
+        return {"backbone": "dino", "model": str(tiny_dinov2_dir), "source_images": "mean"}

@@ -4,7 +4,11 @@ What it does with a call is written in the generation prompt, which reaches it i
 ``{reply:Final Score: 4}`` answers that text, ``{flaky:yes}`` fails the first call for that prompt with HTTP 503
 (then answers "yes"), ``{down}`` always answers 500 (echoing the Authorization header back, as a careless server
 might), ``{denied}`` answers 401, ``{sleep:yes}`` answers after ``SLEEP_S``, ``{garbage}`` answers a non-chat JSON
-object.
+object. A request asking for log-probs (``logprobs: true``) gets the first answer token's top log-probs:
+``{logprobs:Yes=-0.1; no=-2.5}`` (token=logprob pairs split at ";", spaces kept, the first the sampled token),
+``DEFAULT_LOGPROBS`` without a directive; ``{nologprobs}`` answers "Yes" without any, as a server that does not
+serve them. The directive is read from the message's last text part (the template: an edit's message has its
+"Source image:" labels before it).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SLEEP_S = 1.5
+DEFAULT_LOGPROBS = "Yes=-0.2;No=-1.8; yes=-4.0;Maybe=-5.0"
 _DIRECTIVE = re.compile(r"\{(\w+)(?::([^}]*))?\}")
 
 
@@ -34,7 +39,7 @@ class FakeVlm:
         self.url = ""
 
     def answer(self, body: dict[str, Any], authorization: str) -> tuple[int, dict[str, Any]]:
-        text = next(part["text"] for part in body["messages"][-1]["content"] if part["type"] == "text")
+        text = [part["text"] for part in body["messages"][-1]["content"] if part["type"] == "text"][-1]
         found = _DIRECTIVE.search(text)
         action, argument = (found.group(1), found.group(2) or "") if found else ("reply", "Final Score: 5")
         with self.lock:
@@ -52,8 +57,27 @@ class FakeVlm:
             time.sleep(SLEEP_S)
         if action == "garbage":
             return 200, {"unexpected": True}
+        if action == "nologprobs":
+            return 200, {"id": "x", "object": "chat.completion", "choices": [{"message": {"content": "Yes"}}]}
+        if body.get("logprobs"):
+            return 200, _logprobs_reply(argument if action == "logprobs" else DEFAULT_LOGPROBS)
         reply = argument if action == "reply" or argument else "Final Score: 5"
         return 200, {"id": "x", "object": "chat.completion", "choices": [{"message": {"content": reply}}]}
+
+
+def _logprobs_reply(pairs: str) -> dict[str, Any]:
+    """A chat completion of one token with its top log-probs, as vLLM and OpenAI return them."""
+    alternatives = []
+    for pair in pairs.split(";"):
+        token, _, logprob = pair.rpartition("=")
+        alternatives.append({"token": token, "logprob": float(logprob), "bytes": None})
+    first = alternatives[0]
+    logprobs = {"content": [{**first, "top_logprobs": alternatives}]}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"message": {"content": first["token"]}, "logprobs": logprobs}],
+    }
 
 
 @contextlib.contextmanager

@@ -206,5 +206,6 @@ def test_by_default_the_core_judges_each_frame_and_aggregates(fake_vlm: FakeVlm)
 
 @pytest.mark.parametrize("frames", [-1, 65])
 def test_video_frames_out_of_range_is_a_config_error(frames: int) -> None:
-    with pytest.raises(ConfigError, match=r"1\.\.64 frames per video.*@ \$\.reward\.options\.video_frames"):
+    expected = rf"video_frames must be an integer between 0 and 64, got {frames}; 0 judges each frame as an image"
+    with pytest.raises(ConfigError, match=rf"{expected}.*@ \$\.reward\.options\.video_frames"):
         structure_options(_spec(), {"base_url": "http://h/v1", "model": "m", "video_frames": frames})

@@ -1,4 +1,4 @@
-"""Rollout correction math (MATH.md "Rollout correction") against hand-computed values on small tensors."""
+"""Rollout correction math (docs/math.md#rollout-correction) against hand-computed values on small tensors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The two policies AWM keeps beside the trained one, as named LoRA adapters on the same model.
+"""The two policies AWM keeps beside the trained one, as named LoRA adapters on the same model (docs/math.md#awm-loss).
 
 - ``"old"``: the policy that sampled this step's rollout, for the ratio ρ = exp(log p_θ − log p_old). It is
   refreshed to the trained weights at the start of every training step's update, so after the first optimizer

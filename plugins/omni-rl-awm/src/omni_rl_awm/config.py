@@ -2,7 +2,7 @@
 
 Kept free of torch so that ``hooks.py`` can hand this class to the registry (which validates the config
 file against it) in milliseconds. The defaults are the loss on its own: the optional KL and EMA-anchor terms
-are off and advantages are only clipped (MATH.md); the ``awm`` preset turns on the reference's recipe.
+are off and advantages are only clipped (docs/math.md#awm-loss); the ``awm`` preset turns on the reference's recipe.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _float_pair(value: Any) -> tuple[float, ...]:
 
 @attrs.frozen(kw_only=True)
 class AWMLossConfig:
-    """``[loss] name = "awm"``: advantage-weighted flow matching with a clipped ratio (MATH.md, awm).
+    """``[loss] name = "awm"``: advantage-weighted flow matching with a clipped ratio (docs/math.md#awm-loss).
 
     Per sample and timestep draw: ℓ = mean_dims (v_θ(x_t, t) − (ε − x₀))², log p = −w(ℓ, t),
     ρ = exp(log p_θ − log p_old), L = mean max(−Â ρ, −Â clip(ρ, 1 ± clip_ratio))

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec, LossSpec
+from omni_rl import AlgorithmSpec, LossSpec, hookimpl
 from omni_rl_awm.config import AWMLossConfig
 from omni_rl_awm.presets import awm_defaults
 

@@ -1,6 +1,6 @@
 """``awm``: Advantage Weighted Matching, a clipped policy-gradient objective on the flow-matching loss.
 
-For one micro-batch at timestep draw k (MATH.md, awm; the reference is scxue/advantage_weighted_matching's
+For one micro-batch at timestep draw k (docs/math.md#awm-loss; the reference is scxue/advantage_weighted_matching's
 ``train_sd3_awm.py``):
 
 - t, ε drawn once per sample (:mod:`omni_rl_awm.timesteps`); x_t = (1 − t)·x₀ + t·ε on the rollout's clean x₀

@@ -1,4 +1,5 @@
-"""AWM's per-sample draws of the training time t and the noise ε, from the update's per-sample generators.
+"""AWM's per-sample draws of the training time t and the noise ε, from the update's per-sample
+generators (docs/math.md#awm-loss).
 
 Each sample draws, from its own generator and in this order, one uniform U ∈ [0, 1) (float64) and then
 ε ~ N(0, I) (float32) shaped like its latent. Draw k of the ``count`` draws per update is stratified, so a

@@ -1,4 +1,4 @@
-"""AWM's time weightings w(ℓ, t): the per-sample quantity whose negative plays the log-prob (MATH.md, awm).
+"""AWM's time weightings w(ℓ, t): the per-sample quantity whose negative plays the log-prob (docs/math.md#awm-loss).
 
 As the reference trainer (``compute_log_prob_awm`` in scxue/advantage_weighted_matching) defines them, with
 ℓ = mean_dims (v_θ(x_t, t) − (ε − x₀))²:

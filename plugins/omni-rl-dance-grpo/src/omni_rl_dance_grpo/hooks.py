@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec, SamplerSpec
+from omni_rl import AlgorithmSpec, SamplerSpec, hookimpl
 from omni_rl_dance_grpo.config import DanceSDEConfig
 from omni_rl_dance_grpo.presets import dance_grpo_defaults
 

@@ -1,4 +1,4 @@
-"""``dance_sde``: DanceGRPO's reverse SDE step with its exact Gaussian log-prob (MATH.md, "dance_sde").
+"""``dance_sde``: DanceGRPO's reverse SDE step with its exact Gaussian log-prob (docs/math.md#dancegrpo-sde-sampler).
 
 With noise level η, step σ → σ' (dt = σ' - σ < 0):
 
@@ -13,7 +13,7 @@ the Euler step x + v·dt, which is what this sampler returns there (no noise, no
 
 The log-prob differs from the reference on purpose. In ``flux_step`` the parenthesised log-density closes after
 the quadratic term, and the ``- log(std_dev_t) - log(sqrt(2π))`` on the next line is a separate expression
-statement, evaluated and thrown away: the reference's log-prob is the quadratic term alone. MATH.md asks for the
+statement, evaluated and thrown away: the reference's log-prob is the quadratic term alone. docs/math.md asks for the
 exact Gaussian log-density, constants included, and that is what this returns. The constants do not depend on the
 policy (s is fixed by the schedule and η), so they cancel in the ratio exp(log π_θ - log π_old), in its gradient
 and in every clipped or KL term built on it: training matches the reference's; only the logged log-prob's level
@@ -27,7 +27,8 @@ flow_sde's (the two agree to float32 rounding, a test checks it); the Gaussian l
 (``gaussian_log_prob``).
 
 ``std_dev_t`` and ``scale`` are both s = η·sqrt(σ - σ'), the actual std of x' (as cps reports its own): the KL to
-the reference divides by it (MATH.md, "kl"), and Flow-DPPO's trust region uses it as the Gaussian's std.
+the reference divides by it (docs/math.md#kl-to-the-reference), and Flow-DPPO's trust region uses it as the
+Gaussian's std.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ def _trained_timesteps_fit(instance: DiffusionNFTLossConfig, attribute: attrs.At
 
 @attrs.frozen(kw_only=True)
 class DiffusionNFTLossConfig:
-    """``[loss] name = "diffusion_nft"``: DiffusionNFT's negative-aware fine-tuning objective (MATH.md).
+    """``[loss] name = "diffusion_nft"``: DiffusionNFT's negative-aware fine-tuning objective
+    (docs/math.md#diffusionnft-loss).
 
     Per sample and trained timestep t: r = reward probability of the sample's advantage (``reward_mode``);
     x_t = (1 − t)x₀ + tε; v⁺ = βv_θ + (1 − β)v_old, v⁻ = (1 + β)v_old − βv_θ; x̂₀^± = x_t − t·v^±;

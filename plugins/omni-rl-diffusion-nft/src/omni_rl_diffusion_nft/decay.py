@@ -1,4 +1,5 @@
-"""The old policy's decay schedules: old ← d·old + (1 − d)·θ, with d a function of the optimizer steps taken.
+"""The old policy's decay schedules: old ← d·old + (1 − d)·θ, with d a function of the optimizer steps
+taken (docs/math.md#diffusionnft-loss).
 
 The three schedules are the reference's ``return_decay(step, decay_type)`` (NVlabs/DiffusionNFT,
 ``scripts/train_nft_sd3.py``): a flat stretch of ``d = 0`` (the old policy is a copy of the current one), then

@@ -1,4 +1,4 @@
-"""DiffusionNFT's objective at one timestep draw, given the three velocities (MATH.md, diffusion_nft).
+"""DiffusionNFT's objective at one timestep draw, given the three velocities (docs/math.md#diffusionnft-loss).
 
 For each sample, with t its timestep, x_t = (1 − t)x₀ + tε and r its reward probability:
 

@@ -1,4 +1,5 @@
-"""Advantages to reward probabilities r ∈ [0, 1], the per-sample weight of the positive branch of the loss.
+"""Advantages to reward probabilities r ∈ [0, 1], the per-sample weight of the positive branch of the
+loss (docs/math.md#diffusionnft-loss).
 
 r = clamp((Â / A_max) / 2 + ½, 0, 1) with Â = clip(A, ±A_max), after the reference's ``adv_mode`` transform of
 Â (NVlabs/DiffusionNFT, ``scripts/train_nft_sd3.py``): "all" leaves it; "positive_only" / "negative_only" clamp

@@ -1,4 +1,4 @@
-"""Which timesteps DiffusionNFT trains on, and the noise that re-noises x₀ there.
+"""Which timesteps DiffusionNFT trains on, and the noise that re-noises x₀ there (docs/math.md#diffusionnft-loss).
 
 The reference (NVlabs/DiffusionNFT, ``scripts/train_nft_sd3.py``) trains each sample on the timesteps of its
 own sampling schedule: the scheduler's ``num_steps`` sigmas (shift applied, the final 0 left out), shuffled per

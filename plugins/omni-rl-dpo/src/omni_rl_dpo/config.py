@@ -17,7 +17,7 @@ PAIRINGS: tuple[str, ...] = ("reward", "all_pairs", "offline")
 
 @attrs.frozen(kw_only=True)
 class DPOLossConfig:
-    """Options of the ``dpo`` loss (Diffusion-DPO in flow form, MATH.md).
+    """Options of the ``dpo`` loss (Diffusion-DPO in flow form, docs/math.md#diffusion-dpo-loss).
 
     ``pairing`` says where the (chosen, rejected) pairs come from: ``"reward"`` pairs the best and the worst
     reward of each prompt's group (online DPO on the policy's own rollouts); ``"all_pairs"`` takes every pair of a
@@ -66,4 +66,4 @@ class PreferencePairsConfig:
     batch_size: int = attrs.field(default=8, validator=positive_int)
     #: validation sampling: Euler steps and guidance scale of the ``diffusers`` backend's eval rollout
     eval_steps: int = attrs.field(default=20, validator=positive_int)
-    eval_cfg: float = attrs.field(default=4.5, converter=float, validator=attrs.validators.ge(0.0))
+    eval_cfg: float = attrs.field(default=4.5, converter=float, validator=non_negative_finite)

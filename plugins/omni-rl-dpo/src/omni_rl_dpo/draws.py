@@ -1,4 +1,4 @@
-"""The (t, ε) draw of one DPO pair, from the chosen sample's generator.
+"""The (t, ε) draw of one DPO pair, from the chosen sample's generator (docs/math.md#diffusion-dpo-loss).
 
 Diffusion-DPO noises the chosen and the rejected image with the same noise at the same timestep (the reference
 ``train.py`` draws them for the first half of the batch and repeats them for the second): the comparison of the

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec, LossSpec, RolloutSpec
+from omni_rl import AlgorithmSpec, LossSpec, RolloutSpec, hookimpl
 from omni_rl_dpo.config import DPOLossConfig, PreferencePairsConfig
 from omni_rl_dpo.presets import dpo_defaults, dpo_offline_defaults
 

@@ -1,4 +1,4 @@
-"""``dpo``: Diffusion-DPO in flow form (MATH.md), on pairs (chosen w, rejected l) of one prompt.
+"""``dpo``: Diffusion-DPO in flow form (docs/math.md#diffusion-dpo-loss), on pairs (chosen w, rejected l) of one prompt.
 
 For each pair, with one t ~ logit-normal and one ε shared by both images:
 

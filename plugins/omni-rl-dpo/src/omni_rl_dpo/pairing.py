@@ -1,4 +1,5 @@
-"""Which samples of a step's batch form DPO pairs: ``DPOLoss.prepare`` runs this on the driver.
+"""Which samples of a step's batch form DPO pairs: ``DPOLoss.prepare`` runs this on the
+driver (docs/math.md#diffusion-dpo-loss).
 
 The result is four per-sample tensors (the loss's ``extras``, sliced to each micro-batch):
 

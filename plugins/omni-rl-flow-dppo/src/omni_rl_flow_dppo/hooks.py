@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec, LossSpec
+from omni_rl import AlgorithmSpec, LossSpec, hookimpl
 from omni_rl_flow_dppo.checks import flow_dppo_loss_check
 from omni_rl_flow_dppo.config import FlowDPPOLossConfig
 from omni_rl_flow_dppo.presets import flow_dppo_defaults

@@ -1,4 +1,5 @@
-"""``flow_dppo``: Flow-GRPO's per-step ratio without a clip, inside Flow-DPPO's KL trust region (MATH.md).
+"""``flow_dppo``: Flow-GRPO's per-step ratio without a clip, inside Flow-DPPO's KL trust region
+(docs/math.md#flow-dppo-loss).
 
 For one micro-batch at one window column:
 
@@ -19,12 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from omni_rl_flow_grpo.kl import reference_kl
-from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, weighted
+from omni_rl_flow_grpo.kl import with_reference_kl
+from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, require_old, require_scale, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from torch import Tensor
 
-from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
+from omni_rl.batch import LossOutput, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements
 from omni_rl_flow_dppo.config import FlowDPPOLossConfig
 from omni_rl_flow_dppo.trust_region import TrustRegion, trust_region
@@ -51,44 +52,24 @@ class FlowDPPOLoss:
         old_log_prob = per_sample(inputs.old_log_prob, batch, NAME)
         advantages = per_sample(inputs.advantages, batch, NAME)
         ratio = torch.exp(log_prob - old_log_prob).detach()  # for the mask and the metrics
-        region = trust_region(
-            f32(current.mean),
-            f32(self._old(inputs.old).mean),
-            self._scale(current, batch),
-            ratio,
-            advantages,
-            self.config.kl_mask_threshold,
+        old = require_old(inputs.old, NAME, needed_for="the trust region's KL needs the old policy's mean μ_old")
+        scale = require_scale(
+            current,
+            batch,
+            NAME,
+            needed_for="the trust region's KL between the old and new Gaussian steps needs",
+            fix="use flow_sde or cps",
         )
+        region = trust_region(f32(current.mean), f32(old.mean), scale, ratio, advantages, self.config.kl_mask_threshold)
         # the dropped steps' log-ratio is replaced before exp: an overflowing ρ there would give 0·inf = NaN in the
         # backward of a torch.where on the loss term itself
         log_ratio = torch.where(region.dropped, torch.zeros_like(log_prob), log_prob - old_log_prob)
         kept_terms = weighted(-advantages * torch.exp(log_ratio), inputs.weights, NAME)  # rollout correction
         policy_loss = torch.where(region.dropped, torch.zeros_like(kept_terms), kept_terms).mean()
 
-        loss, kl = policy_loss, None
-        if self.config.kl_coef > 0:
-            kl = reference_kl(current, inputs.reference, batch, NAME)
-            loss = policy_loss + self.config.kl_coef * kl
+        loss, kl = with_reference_kl(policy_loss, current, inputs.reference, self.config.kl_coef, batch, NAME)
         metrics, counts = self._metrics(ratio, log_prob, old_log_prob, region, policy_loss, kl, inputs.step_indices)
         return LossOutput(loss=loss, metrics=metrics, metric_counts=counts)
-
-    @staticmethod
-    def _old(old: SamplerStep | None) -> SamplerStep:
-        if old is None:
-            raise ValueError(
-                f"{NAME}: no old view was given (the trust region's KL needs the old policy's mean μ_old); the "
-                "update must evaluate the views in loss.requirements.views"
-            )
-        return old
-
-    @staticmethod
-    def _scale(current: SamplerStep, batch: int) -> Tensor:
-        if current.scale is None:
-            raise ValueError(
-                f"{NAME}: the sampler does not report the std of x' (SamplerStep.scale), which the trust region's "
-                "KL between the old and new Gaussian steps needs; use flow_sde or cps"
-            )
-        return per_sample(current.scale, batch, NAME)
 
     @torch.no_grad()
     def _metrics(

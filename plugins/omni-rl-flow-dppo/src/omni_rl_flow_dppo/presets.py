@@ -6,8 +6,8 @@ sampler). So everything but the loss is the ``flow_grpo`` preset's (``omni_rl_fl
 
 - ``flow_sde`` with a = 0.7 in a 2-step window drawn in [0, 5) (Flow-GRPO-Fast); 10 steps, CFG 4.5, group 8.
 - ``grpo`` advantages with the global std.
-- ``flow_dppo`` loss: ``kl_mask_threshold`` = 1e-5 (MATH.md; UniRL's and VeRL-Omni's default), no KL to the
-  reference (UniRL's ``beta`` defaults to 0).
+- ``flow_dppo`` loss: ``kl_mask_threshold`` = 1e-5 (docs/math.md#flow-dppo-loss; UniRL's and VeRL-Omni's default), no
+  KL to the reference (UniRL's ``beta`` defaults to 0).
 """
 
 from __future__ import annotations

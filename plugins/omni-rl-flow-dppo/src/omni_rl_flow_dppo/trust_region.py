@@ -1,4 +1,4 @@
-"""Flow-DPPO's trust region (MATH.md, "flow_dppo"; the UniRL reference ``unirl/algorithms/flowdppo.py``).
+"""Flow-DPPO's trust region (docs/math.md#flow-dppo-loss; the UniRL reference ``unirl/algorithms/flowdppo.py``).
 
 A single-sample ratio is a noisy estimate of how far the policy moved, but each step is Gaussian, so the divergence
 between the old and the new transition is exact and cheap: with the same std σ_t for both,

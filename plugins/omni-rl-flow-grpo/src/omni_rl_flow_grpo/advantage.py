@@ -1,4 +1,4 @@
-"""``grpo``: group-normalised advantages (MATH.md, "Advantages").
+"""``grpo``: group-normalised advantages (docs/math.md#grpo-advantages).
 
 A_i = (r_i - mean_{g(i)} r) / (std + eps), with std over the whole batch (``global_std``) or within i's
 group; without std normalisation (Dr.GRPO) A_i = r_i - mean_{g(i)} r. A group of one is its own mean, so
@@ -13,7 +13,7 @@ DanceGRPO and MixGRPO do (``torch.std``): at group size 4 the two differ by sqrt
 of one has no sample std (0/0); its std is taken as 0 here, and since such a group is its own mean its
 advantage is 0, as with ddof 0.
 
-Several rewards (MATH.md, "Multi-reward aggregation"): the estimator normalises whatever reward it is given.
+Several rewards (docs/math.md#multi-reward-aggregation): the estimator normalises whatever reward it is given.
 ``reward_aggregation()`` tells the trainer whether to give it the weighted sum Σ_k w_k r_k (``"reward"``) or
 each r_k alone and sum the results as Σ_k w_k A_k (``"advantage"``).
 """

@@ -68,3 +68,19 @@ def flow_grpo_loss_check(components: Mapping[str, Any]) -> list[str]:
         f"(a NaN loss); set {keep_window_off_last_step(window, steps)}, or kl_coef = 0, or the flow_sde sampler "
         "@ $.loss.options.kl_coef"
     ]
+
+
+def grpo_advantage_check(components: Mapping[str, Any]) -> list[str]:
+    """``grpo`` compares each sample with its group's mean, so a group of one sample (``[rollout] options.group_size
+    = 1``) is its own mean: every advantage is 0, no optimizer step is ever taken, and the run idles to its end with
+    exit 0. A rollout backend without a ``group_size`` option is not checked."""
+    advantage, rollout = components.get("advantage"), components.get("rollout")
+    group_size = getattr(rollout.options, "group_size", None) if rollout is not None else None
+    if advantage is None or not isinstance(group_size, int) or isinstance(group_size, bool) or group_size >= 2:
+        return []
+    return [
+        f"invalid value: group_size = {group_size} with the {advantage.name!r} advantage, which compares each "
+        "image with the other images of its prompt: a group of one is its own mean, so every advantage is 0 and "
+        "nothing is trained; set group_size to 2 or more (Flow-GRPO uses 16, a small test 4) "
+        "@ $.rollout.options.group_size"
+    ]

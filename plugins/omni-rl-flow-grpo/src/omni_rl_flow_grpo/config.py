@@ -10,10 +10,10 @@ from typing import Any
 
 import attrs
 
-from omni_rl.validators import non_negative_finite, positive_finite
+from omni_rl.validators import non_negative_finite, positive_finite, unit_interval, with_hint
 from omni_rl_flow_grpo.samplers.window import WindowConfig
 
-#: how several ``[[reward]]`` sections become one advantage (MATH.md, "Multi-reward aggregation")
+#: how several ``[[reward]]`` sections become one advantage (docs/math.md#multi-reward-aggregation)
 REWARD_AGGREGATIONS: tuple[str, ...] = ("reward", "advantage")
 
 
@@ -33,11 +33,6 @@ def _aggregate(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         )
 
 
-def _unit_interval(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{attribute.name} must be between 0 and 1 (the noise angle is eta * pi / 2), got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class FlowSDEConfig(WindowConfig):
     """Options of ``flow_sde``: Flow-GRPO's SDE with noise level ``a`` and the SDE window.
@@ -54,7 +49,9 @@ class CPSConfig(WindowConfig):
     """Options of ``cps`` (Coefficients-Preserving Sampling) with the SDE window."""
 
     #: η in s = σ'·sin(η·π/2), between 0 and 1; the reference's CPS configs use 0.8
-    noise_level: float = attrs.field(default=0.8, converter=float, validator=_unit_interval)
+    noise_level: float = attrs.field(
+        default=0.8, converter=float, validator=with_hint(unit_interval, "the noise angle is eta * pi / 2")
+    )
 
 
 @attrs.frozen(kw_only=True)

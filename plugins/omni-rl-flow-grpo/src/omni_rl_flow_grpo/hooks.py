@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AdvantageSpec, AlgorithmSpec, LossSpec, SamplerSpec
-from omni_rl_flow_grpo.checks import flow_grpo_loss_check
+from omni_rl import AdvantageSpec, AlgorithmSpec, LossSpec, SamplerSpec, hookimpl
+from omni_rl_flow_grpo.checks import flow_grpo_loss_check, grpo_advantage_check
 from omni_rl_flow_grpo.config import (
     CPSConfig,
     FlowGRPOLossConfig,
@@ -90,6 +89,7 @@ def omni_rl_advantage_estimators() -> list[AdvantageSpec]:
             factory=_build_grpo,
             config=GRPOAdvantageConfig,
             summary="(r - group mean) / (global or group std + eps); std_normalize = false is Dr.GRPO",
+            check=grpo_advantage_check,
         )
     ]
 

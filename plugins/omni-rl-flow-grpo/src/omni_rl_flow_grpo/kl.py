@@ -1,5 +1,5 @@
-"""The KL-to-reference term of the policy-gradient losses (MATH.md, "kl"), shared by ``flow_grpo``, ``grpo_guard``
-and ``flow_dppo`` so all three regularise identically:
+"""The KL-to-reference term of the policy-gradient losses (docs/math.md#kl-to-the-reference), shared by
+``flow_grpo``, ``grpo_guard`` and ``flow_dppo`` so all three regularise identically:
 
     kl = mean_b [ mean_dims (μ_θ - μ_ref)² / (2 s²) ],  s = the current step's ``std_dev_t``
 
@@ -27,3 +27,19 @@ def reference_kl(current: SamplerStep, reference: SamplerStep | None, batch: int
     sq = (diff**2).reshape(batch, -1).mean(dim=1)
     std = per_sample(current.std_dev_t, batch, loss_name)
     return (sq / (2 * std**2)).mean()
+
+
+def with_reference_kl(
+    policy_loss: Tensor,
+    current: SamplerStep,
+    reference: SamplerStep | None,
+    kl_coef: float,
+    batch: int,
+    loss_name: str,
+) -> tuple[Tensor, Tensor | None]:
+    """``(policy_loss + kl_coef · kl, kl)``, or ``(policy_loss, None)`` when ``kl_coef`` is 0: the tail every loss of
+    the family ends with, so the KL term is added (and reported) the same way by each."""
+    if kl_coef <= 0:
+        return policy_loss, None
+    kl = reference_kl(current, reference, batch, loss_name)
+    return policy_loss + kl_coef * kl, kl

@@ -1,4 +1,4 @@
-"""``flow_grpo``: clipped PPO on per-step log-probs, with an optional KL to the reference (MATH.md).
+"""``flow_grpo``: clipped PPO on per-step log-probs, with an optional KL to the reference (docs/math.md#flow-grpo-loss).
 
 For one micro-batch at one window step:
 
@@ -19,12 +19,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
+from omni_rl.batch import LossOutput, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements
 from omni_rl_flow_grpo.config import FlowGRPOLossConfig
-from omni_rl_flow_grpo.kl import reference_kl
-from omni_rl_flow_grpo.loss_inputs import f32 as _f32
-from omni_rl_flow_grpo.loss_inputs import per_sample, weighted
+from omni_rl_flow_grpo.kl import with_reference_kl
+from omni_rl_flow_grpo.loss_inputs import log_prob_of, per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from omni_rl_flow_grpo.ppo import clipped_objective, ratio_metrics
 
@@ -48,12 +47,7 @@ class FlowGRPOLoss:
 
     def __call__(self, inputs: TrajectoryLossInputs) -> LossOutput:
         current = inputs.current
-        if current.log_prob is None:
-            raise ValueError(
-                "flow_grpo needs per-step log-probs, but the sampler returned none (a deterministic "
-                "sampler such as ode, or a noise level of 0)"
-            )
-        log_prob = _f32(current.log_prob)
+        log_prob = log_prob_of(current, "flow_grpo")
         batch = log_prob.shape[0]
         old_log_prob = _per_sample(inputs.old_log_prob, batch)
         advantages = _per_sample(inputs.advantages, batch)
@@ -64,20 +58,12 @@ class FlowGRPOLoss:
         # rollout correction's per-sample weights when given (rejected ones, weight 0, kept in the mean)
         policy_loss = weighted(terms, inputs.weights, "flow_grpo").mean()
 
-        loss = policy_loss
-        kl = None
-        if self.config.kl_coef > 0:
-            kl = self._kl(current, inputs.reference, batch)
-            loss = policy_loss + self.config.kl_coef * kl
+        loss, kl = with_reference_kl(policy_loss, current, inputs.reference, self.config.kl_coef, batch, "flow_grpo")
 
         metrics = self._metrics(ratio, log_prob, old_log_prob, advantages, policy_loss, kl)
         step_metrics, step_counts = per_step_means("ratio_mean", ratio, inputs.step_indices)
         metrics.update(step_metrics)
         return LossOutput(loss=loss, metrics=metrics, metric_counts=step_counts)
-
-    def _kl(self, current: SamplerStep, reference: SamplerStep | None, batch: int) -> Tensor:
-        """mean_b [ mean_dims (μ_θ - μ_ref)² / (2 s²) ] with s the current step's std (no sqrt(-dt))."""
-        return reference_kl(current, reference, batch, "flow_grpo")
 
     def _metrics(
         self,

@@ -1,6 +1,6 @@
 """Shape and dtype plumbing of the trajectory losses (``flow_grpo`` here; ``grpo_guard`` and ``flow_dppo`` in their
-own plugins): every per-sample input becomes float32 of shape (B,) before any arithmetic, and a missing log-prob
-is reported with the loss's name and the likely cause."""
+own plugins): every per-sample input becomes float32 of shape (B,) before any arithmetic, and a missing log-prob,
+old view or sampler scale is reported with the loss's name and the likely cause, in the same words by each loss."""
 
 from __future__ import annotations
 
@@ -33,6 +33,29 @@ def log_prob_of(step: SamplerStep, loss_name: str) -> Tensor:
             "sampler such as ode, or a noise level of 0)"
         )
     return f32(step.log_prob)
+
+
+def require_old(old: SamplerStep | None, loss_name: str, *, needed_for: str) -> SamplerStep:
+    """The ``old`` view's step, or a clear error naming what needs it (``needed_for``, e.g. "RatioNorm needs the old
+    policy's mean μ_old") when the update did not evaluate it: a loss that lists ``"old"`` in its requirements always
+    gets it, so this only fires for an update engine that ignores them."""
+    if old is None:
+        raise ValueError(
+            f"{loss_name}: no old view was given ({needed_for}); the update must evaluate the views in "
+            "loss.requirements.views"
+        )
+    return old
+
+
+def require_scale(step: SamplerStep, batch: int, loss_name: str, *, needed_for: str, fix: str) -> Tensor:
+    """The step's per-sample std of x' (``SamplerStep.scale``) as float32 (B,), or a clear error saying what needs
+    it (``needed_for``) and which sampler to use instead (``fix``): deterministic and non-Gaussian samplers report
+    none."""
+    if step.scale is None:
+        raise ValueError(
+            f"{loss_name}: the sampler does not report the std of x' (SamplerStep.scale), which {needed_for}; {fix}"
+        )
+    return per_sample(step.scale, batch, loss_name)
 
 
 def weighted(terms: Tensor, weights: Tensor | None, loss_name: str) -> Tensor:

@@ -1,6 +1,6 @@
 """The clipped-ratio (PPO) policy objective and its diagnostics, shared by every loss that scores a policy by a
 per-sample log-likelihood: ``flow_grpo`` (per-step SDE log-probs) and AWM (its weighted flow-matching loss as
-a log-likelihood surrogate) compute the same objective on different log-probs.
+a log-likelihood surrogate) compute the same objective on different log-probs (docs/math.md#flow-grpo-loss).
 
 - ρ = exp(log π_θ − log π_old)
 - policy_loss = mean max(−Â·ρ, −Â·clip(ρ, 1 − ε, 1 + ε)), Â the already clipped (and scaled) advantages

@@ -13,13 +13,15 @@ from omni_rl.validators import non_negative_finite, positive_finite
 
 @attrs.frozen(kw_only=True)
 class GRPOGuardLossConfig:
-    """Options of ``grpo_guard``: clipped PPO on the RatioNorm-normalised ratio, reweighted per step (MATH.md).
+    """Options of ``grpo_guard``: clipped PPO on the RatioNorm-normalised ratio, reweighted per step
+    (docs/math.md#grpo-guard-loss).
 
     ``clip_ratio`` bounds the *normalised* ratio exp((log π_θ − log π_old + b)·c), whose log is about c times
     Flow-GRPO's (c = the step's std of x'), so its ε is on a different scale than ``flow_grpo``'s.
     """
 
-    #: ε of the clip [1 − ε, 1 + ε] on the normalised ratio; 2e-6 is the GRPO-Guard recipe of VeRL-Omni (MATH.md)
+    #: ε of the clip [1 − ε, 1 + ε] on the normalised ratio; 2e-6 is VeRL-Omni's GRPO-Guard recipe
+    #: (docs/math.md#grpo-guard-loss)
     clip_ratio: float = attrs.field(default=2e-6, converter=float, validator=positive_finite)
     #: advantages are clipped to [−adv_clip_max, adv_clip_max] before the objective, as in flow_grpo
     adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=positive_finite)

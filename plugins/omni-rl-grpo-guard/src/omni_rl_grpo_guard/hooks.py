@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec, LossSpec
+from omni_rl import AlgorithmSpec, LossSpec, hookimpl
 from omni_rl_grpo_guard.checks import grpo_guard_loss_check
 from omni_rl_grpo_guard.config import GRPOGuardLossConfig
 from omni_rl_grpo_guard.presets import grpo_guard_defaults

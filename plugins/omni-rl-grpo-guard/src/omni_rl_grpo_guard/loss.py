@@ -1,4 +1,5 @@
-"""``grpo_guard``: Flow-GRPO's clipped PPO on GRPO-Guard's normalised ratio, reweighted per step (MATH.md).
+"""``grpo_guard``: Flow-GRPO's clipped PPO on GRPO-Guard's normalised ratio, reweighted per step
+(docs/math.md#grpo-guard-loss).
 
 For one micro-batch at one window column (each sample i at its own schedule step):
 
@@ -18,13 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from omni_rl_flow_grpo.kl import reference_kl
-from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, weighted
+from omni_rl_flow_grpo.kl import with_reference_kl
+from omni_rl_flow_grpo.loss_inputs import f32, log_prob_of, per_sample, require_old, require_scale, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from omni_rl_flow_grpo.ppo import clipped_objective, ratio_metrics
 from torch import Tensor
 
-from omni_rl.batch import LossOutput, SamplerStep, TrajectoryLossInputs
+from omni_rl.batch import LossOutput, TrajectoryLossInputs
 from omni_rl.protocols import LossRequirements
 from omni_rl_grpo_guard.config import GRPOGuardLossConfig
 from omni_rl_grpo_guard.ratio_norm import NormalisedRatio, ratio_norm, step_weights
@@ -49,8 +50,15 @@ class GRPOGuardLoss:
         log_prob = log_prob_of(current, NAME)
         batch = log_prob.shape[0]
         old_log_prob = per_sample(inputs.old_log_prob, batch, NAME)
-        old_mean = f32(self._old(inputs.old).mean)
-        norm = ratio_norm(log_prob, old_log_prob, f32(current.mean), old_mean, self._scale(current, batch))
+        old_mean = f32(require_old(inputs.old, NAME, needed_for="RatioNorm needs the old policy's mean μ_old").mean)
+        scale = require_scale(
+            current,
+            batch,
+            NAME,
+            needed_for="RatioNorm's c and b need",
+            fix="use a sampler with a Gaussian log-prob that sets it, such as flow_sde",
+        )
+        norm = ratio_norm(log_prob, old_log_prob, f32(current.mean), old_mean, scale)
         advantages = per_sample(inputs.advantages, batch, NAME)
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
         terms = clipped_objective(norm.ratio, clipped_adv, self.config.clip_ratio)
@@ -58,30 +66,9 @@ class GRPOGuardLoss:
             terms = terms * step_weights(*self._sigmas(inputs, batch))
         policy_loss = weighted(terms, inputs.weights, NAME).mean()  # rollout correction's weights, when given
 
-        loss, kl = policy_loss, None
-        if self.config.kl_coef > 0:
-            kl = reference_kl(current, inputs.reference, batch, NAME)
-            loss = policy_loss + self.config.kl_coef * kl
+        loss, kl = with_reference_kl(policy_loss, current, inputs.reference, self.config.kl_coef, batch, NAME)
         metrics, counts = self._metrics(norm, log_prob, old_log_prob, advantages, policy_loss, kl, inputs.step_indices)
         return LossOutput(loss=loss, metrics=metrics, metric_counts=counts)
-
-    @staticmethod
-    def _old(old: SamplerStep | None) -> SamplerStep:
-        if old is None:
-            raise ValueError(
-                f"{NAME}: no old view was given (RatioNorm needs the old policy's mean μ_old); the update must "
-                "evaluate the views in loss.requirements.views"
-            )
-        return old
-
-    @staticmethod
-    def _scale(current: SamplerStep, batch: int) -> Tensor:
-        if current.scale is None:
-            raise ValueError(
-                f"{NAME}: the sampler does not report the std of x' (SamplerStep.scale), which RatioNorm's c and b "
-                "need; use a sampler with a Gaussian log-prob that sets it, such as flow_sde"
-            )
-        return per_sample(current.scale, batch, NAME)
 
     @staticmethod
     def _sigmas(inputs: TrajectoryLossInputs, batch: int) -> tuple[Tensor, Tensor]:

@@ -7,9 +7,9 @@ Flow-GRPO SD3.5/Qwen-Image setup, changing the loss mode and ε alone. So everyt
 - ``flow_sde`` with a = 0.7 in a 2-step window drawn in [0, 5) (Flow-GRPO-Fast); 10 steps, CFG 4.5, group 8.
   GRPO-Guard's reference implementations require Flow-GRPO's SDE (its RatioNorm is derived for that Gaussian).
 - ``grpo`` advantages with the global std.
-- ``grpo_guard`` loss: ε = 2e-6 on the normalised ratio (VeRL-Omni's GRPO-Guard recipe, MATH.md), advantage clip
-  5 (flow_grpo's), the per-step reweighting on, no KL (the paper's point is to regulate the clip without heavy KL
-  regularisation; ``kl_coef`` adds flow_grpo's KL term).
+- ``grpo_guard`` loss: ε = 2e-6 on the normalised ratio (VeRL-Omni's GRPO-Guard recipe,
+  docs/math.md#grpo-guard-loss), advantage clip 5 (flow_grpo's), the per-step reweighting on, no KL (the paper's
+  point is to regulate the clip without heavy KL regularisation; ``kl_coef`` adds flow_grpo's KL term).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GRPO-Guard's RatioNorm and per-step reweighting (MATH.md, "grpo_guard"; arXiv 2510.22319).
+"""GRPO-Guard's RatioNorm and per-step reweighting (docs/math.md#grpo-guard-loss; arXiv 2510.22319).
 
 Why the ratio needs normalising. A stochastic step is Gaussian, x' ~ N(μ, σ_t² I), and the log-prob is the mean
 over the D latent elements. With the stored x' = μ_old + σ_t·ε and Δ = μ_θ − μ_old:
@@ -15,7 +15,7 @@ c = σ_t, leaving mean(ε·Δ): centred on 0 and on one scale across steps,
 and the gradient reweighting divides each step's clipped term by (sqrt(−dt))² = −dt, equalising the gradient
 across noise levels. The gradient flows through log π_θ and, via b, through μ_θ (as in VeRL-Omni).
 
-c per sample. MATH.md (after VeRL-Omni's ``compute_diffusion_loss_grpo_guard``) takes one c per call,
+c per sample. VeRL-Omni's ``compute_diffusion_loss_grpo_guard`` (docs/math.md#grpo-guard-loss) takes one c per call,
 c = mean_b(sqrt(−dt))·mean_b(s), and divides the batch mean by mean_b(sqrt(−dt))². Here c is each sample's own
 std of x' (``SamplerStep.scale`` of the current step, which the old step shares: it depends on the schedule and the
 noise level, not on the weights; s·sqrt(−dt) for flow_sde) and the weight each sample's own 1/(−dt). When the

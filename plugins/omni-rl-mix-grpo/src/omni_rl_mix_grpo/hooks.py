@@ -7,8 +7,7 @@ diffusers backend. This module yields only the preset table, so it imports nothi
 
 from __future__ import annotations
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import AlgorithmSpec
+from omni_rl import AlgorithmSpec, hookimpl
 from omni_rl_mix_grpo.presets import mix_grpo_defaults
 
 

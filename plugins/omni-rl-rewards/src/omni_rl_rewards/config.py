@@ -6,35 +6,11 @@ validates ``[[reward]] options`` against them) without importing PIL or onnxrunt
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
-
-def _positive_finite(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"must be a finite number > 0, got {value!r}")
-
-
-def _jpeg_quality(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not 1 <= value <= 100:
-        raise ValueError(f"must be between 1 and 100 (PIL's JPEG quality scale), got {value!r}")
-
-
-def _probability(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"must be between 0 and 1, got {value!r}")
-
-
-def _positive_int(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value <= 0:
-        raise ValueError(f"must be > 0, got {value!r}")
-
-
-def _non_negative(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value!r}")
+from omni_rl.validators import int_between, non_negative_int, positive_finite, positive_int, unit_interval
 
 
 @attrs.frozen(kw_only=True)
@@ -46,9 +22,9 @@ class JpegConfig:
     """
 
     #: the score is divided by this (> 0); Flow-GRPO's compressibility reward uses 500
-    scale: float = attrs.field(default=1.0, converter=float, validator=_positive_finite)
+    scale: float = attrs.field(default=1.0, converter=float, validator=positive_finite)
     #: PIL JPEG quality the size is measured at (Flow-GRPO and DDPO use 95)
-    quality: int = attrs.field(default=95, validator=_jpeg_quality)
+    quality: int = attrs.field(default=95, validator=int_between(1, 100, hint="PIL's JPEG quality scale"))
 
 
 @attrs.frozen(kw_only=True)
@@ -71,11 +47,11 @@ class OcrConfig:
     #: about 3x slower on 512x512 images). The defaults are PaddleOCR's, hence Flow-GRPO's; rapidocr's own
     #: are "min" / 736.
     det_limit_type: Literal["max", "min"] = attrs.field(default="max", validator=attrs.validators.in_(("max", "min")))
-    det_limit_side_len: int = attrs.field(default=960, validator=_positive_int)
+    det_limit_side_len: int = attrs.field(default=960, validator=positive_int)
     #: recognised strings with a confidence below this are ignored
-    min_confidence: float = attrs.field(default=0.5, converter=float, validator=_probability)
+    min_confidence: float = attrs.field(default=0.5, converter=float, validator=unit_interval)
     #: onnxruntime intra-op threads (0 = onnxruntime's default, all cores)
-    num_threads: int = attrs.field(default=0, validator=_non_negative)
+    num_threads: int = attrs.field(default=0, validator=non_negative_int)
     #: ONNX recognition model to use instead of the wheel's Chinese+English PP-OCRv4 one ("" = the wheel's),
     #: e.g. an English-only PP-OCR model converted to ONNX, closer to Flow-GRPO's PaddleOCR(lang="en")
     rec_model_path: str = ""

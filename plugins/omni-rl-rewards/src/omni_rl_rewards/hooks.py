@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import RewardSpec
+from omni_rl import RewardSpec, hookimpl
 from omni_rl_rewards.config import JpegConfig, OcrConfig
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""JPEG (in)compressibility rewards (DDPO, Flow-GRPO): the file size of the image saved as JPEG.
+"""JPEG (in)compressibility rewards (DDPO, Flow-GRPO): the file size of the image saved as
+JPEG (docs/math.md#jpeg-size).
 
 ``size_kB = len(JPEG bytes) / 1000`` (decimal kilobytes, as Flow-GRPO's reference code computes it with
 ``buffer.tell() / 1000``), encoded by PIL at the configured quality with PIL's other defaults (4:2:0 chroma

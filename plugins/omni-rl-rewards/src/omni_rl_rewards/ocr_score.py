@@ -1,4 +1,4 @@
-"""The OCR reward as a pure function of text (Flow-GRPO's definition, MATH.md), apart from any OCR engine.
+"""The OCR reward as a pure function of text (Flow-GRPO's definition, docs/math.md#ocr), apart from any OCR engine.
 
 Flow-GRPO scores an image whose prompt asks for a quoted text, e.g. ``a sign that says "Open Late"``:
 

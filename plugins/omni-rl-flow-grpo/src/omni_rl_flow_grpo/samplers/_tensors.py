@@ -1,7 +1,7 @@
 """Shape and dtype plumbing shared by the samplers.
 
 Every sampler computes in float32: bf16 overflows in the SDE mean and its rounding would break the
-on-policy ratio check (MATH.md), so inputs are upcast here before any arithmetic.
+on-policy ratio check (docs/math.md#on-policy-ratio), so inputs are upcast here before any arithmetic.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def flat_per_sample(t: Tensor, batch: int) -> Tensor:
 
 
 def mean_over_sample(t: Tensor) -> Tensor:
-    """Mean over every non-batch dim: omni-rl's per-sample log-prob is a mean, not a sum (MATH.md)."""
+    """Mean over every non-batch dim: omni-rl's per-sample log-prob is a mean, not a sum (docs/math.md#conventions)."""
     return t.mean(dim=tuple(range(1, t.ndim))) if t.ndim > 1 else t
 
 
@@ -61,6 +61,7 @@ def next_sample(mean: Tensor, scale: Tensor | None, noise: Tensor | None, prev_s
 
 def gaussian_log_prob(sample: Tensor, mean: Tensor, std: Tensor) -> Tensor:
     """The per-sample log-prob of x' ~ N(μ, std²): mean over every non-batch dim of the exact Gaussian log-density
-    -(x' - μ)²/(2 std²) - log std - log sqrt(2π), with x' detached (MATH.md; ``flow_sde`` and ``dance_sde``)."""
+    -(x' - μ)²/(2 std²) - log std - log sqrt(2π), with x' detached (``flow_sde`` and ``dance_sde``;
+    docs/math.md#flow-sde-sampler)."""
     log_density = -((sample.detach() - mean) ** 2) / (2 * std**2) - torch.log(std) - _LOG_SQRT_2PI
     return mean_over_sample(log_density)

@@ -1,4 +1,4 @@
-"""``cps``: Coefficients-Preserving Sampling (MATH.md, "cps"), as in flow_grpo's ``sde_type = "cps"``.
+"""``cps``: Coefficients-Preserving Sampling (docs/math.md#cps-sampler), as in flow_grpo's ``sde_type = "cps"``.
 
 With noise level η, step σ → σ':
 

@@ -1,4 +1,4 @@
-"""``flow_sde``: Flow-GRPO's reverse SDE step with its Gaussian log-prob (MATH.md, "flow_sde").
+"""``flow_sde``: Flow-GRPO's reverse SDE step with its Gaussian log-prob (docs/math.md#flow-sde-sampler).
 
 With noise level a, step σ → σ' (dt = σ' - σ < 0):
 

@@ -1,4 +1,4 @@
-"""``ode``: the deterministic Euler step x' = x + v·dt (MATH.md, "ode").
+"""``ode``: the deterministic Euler step x' = x + v·dt (docs/math.md#ode-step).
 
 Used for validation and, inside a rollout, for the steps outside the SDE window. It has no log-prob and no
 window: nothing it produces is trained.

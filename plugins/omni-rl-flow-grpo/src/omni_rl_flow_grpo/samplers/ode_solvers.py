@@ -1,4 +1,4 @@
-"""Deterministic solvers for the rollout steps outside the SDE window (MATH.md, "ode" and "DPM-Solver++(2M)").
+"""Deterministic solvers for the rollout steps outside the SDE window (docs/math.md#dpm-solver2m).
 
 ``euler`` is the step of diffusers' FlowMatchEulerDiscreteScheduler, x' = x + v·(σ' − σ), written exactly as the
 rollout backend always wrote it, so choosing it changes no bit of a rollout.
@@ -17,8 +17,8 @@ in exact arithmetic (x' = x + (σ' − σ)·v): the two differ only by float rou
 
 Where this differs from the reference implementation: MixGRPO keeps feeding its multistep state during the
 window, so its first ODE step after the window is second order on the last stochastic step's D; here
-``reset()`` after each stochastic step makes it first order (MATH.md), since a noisy step breaks the smooth
-trajectory the second-order extrapolation assumes. Its "lower order for the last two steps below 15 steps"
+``reset()`` after each stochastic step makes it first order (docs/math.md#dpm-solver2m), since a noisy step breaks
+the smooth trajectory the second-order extrapolation assumes. Its "lower order for the last two steps below 15 steps"
 rule (diffusers' ``lower_order_final``) is not applied: only the step to σ' = 0 is first order.
 """
 

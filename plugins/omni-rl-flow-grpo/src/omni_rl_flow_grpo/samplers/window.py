@@ -1,4 +1,4 @@
-"""The SDE window (Flow-GRPO-Fast, MixGRPO): which schedule steps are stochastic and trained.
+"""The SDE window (Flow-GRPO-Fast, MixGRPO; docs/math.md#sde-window): which schedule steps are stochastic and trained.
 
 Only steps ``j`` in ``[start, start + window_size)`` draw noise and record log-probs; the others are ODE
 steps. This module holds the window options shared by every stochastic sampler and the draw of the window
@@ -138,10 +138,10 @@ def trained_positions(config: WindowConfig, window_len: int, step: int, run_seed
     ``timestep_fraction`` f < 1 a random subset of ceil(f * window_len) (DanceGRPO), drawn from a generator keyed
     by (run seed, training step, sample seed) so every worker and every resume draws the same subset.
 
-    The count is MATH.md's ceil(f * W), taken 1e-9 below the float product so that a product rounded up past an
-    integer still counts as that integer (0.28 * 25 is 7.000000000000001 in floats: 7 steps, not 8). DanceGRPO's
-    reference truncates instead (``int(W * f)``); the two agree whenever f * W is a whole number (its scripts: 0.6
-    of 15 steps = 9), and the ceiling keeps at least one step where truncation would train none."""
+    The count is ceil(f * W) (docs/math.md#timestep-fraction), taken 1e-9 below the float product so that a product
+    rounded up past an integer still counts as that integer (0.28 * 25 is 7.000000000000001 in floats: 7 steps, not
+    8). DanceGRPO's reference truncates instead (``int(W * f)``); the two agree whenever f * W is a whole number (its
+    scripts: 0.6 of 15 steps = 9), and the ceiling keeps at least one step where truncation would train none."""
     if config.timestep_fraction >= 1.0 or window_len == 0:
         return list(range(window_len))
     keep = max(1, min(window_len, math.ceil(config.timestep_fraction * window_len - 1e-9)))
