@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from omni_rl.config.schema import ClusterConfig
 from omni_rl.errors import RuntimeFailure
 from omni_rl.runtime.local_ray import embedded_init_options, prefer_loopback_node
-from omni_rl.runtime.ray_auth import prepare_auth
+from omni_rl.runtime.ray_auth import prepare_auth, protect_token_file
 from omni_rl.runtime.ray_session_dir import (
     embedded_session_dir,
     mark_session_dir,
@@ -72,6 +72,7 @@ def ray_session(cluster: ClusterConfig, reward_actors: Sequence[Mapping[str, flo
                 'or use address = "local" for an embedded cluster',
             ) from exc
         started = True
+        protect_token_file()  # Ray wrote it 0644: anyone who reads it can run code in the cluster
         filter_worker_logs()
     session = embedded_session_dir() if started and cluster.address == "local" else None
     if session is not None:

@@ -74,3 +74,17 @@ def _enable_token_mode() -> None:
     except ImportError:  # a Ray without token authentication (< 2.52): nothing more to switch
         return
     _enable_token_auth()
+
+
+def protect_token_file(environ: Mapping[str, str] | None = None) -> None:
+    """Make the token file Ray reads (``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``) readable by its owner
+    only: Ray writes it 0644, and anyone who can read it can run code in the cluster. Never raises (a file owned by
+    someone else, or none at all, is left as it is)."""
+    environ = os.environ if environ is None else environ
+    named = environ.get(AUTH_TOKEN_PATH)
+    path = Path(named).expanduser() if named else default_token_path(environ)
+    try:
+        if path.is_file() and path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError:
+        pass

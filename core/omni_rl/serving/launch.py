@@ -13,7 +13,7 @@ from types import ModuleType
 from omni_rl.errors import RuntimeFailure
 from omni_rl.rewards.combined import actor_resources, ray_actor_options
 from omni_rl.runtime.local_ray import embedded_init_options, prefer_loopback_node
-from omni_rl.runtime.ray_auth import prepare_auth
+from omni_rl.runtime.ray_auth import prepare_auth, protect_token_file
 from omni_rl.runtime.worker_logs import plain_prefixes
 from omni_rl.serving.config import ServeConfig
 from omni_rl.serving.token import TokenDigest, read_token_digest
@@ -55,6 +55,7 @@ def connect(config: ServeConfig) -> bool:
             f"cannot connect to the Ray cluster at {address!r}: {exc}",
             hint='fix $.server.address: "local" for an embedded Ray, or the address `ray start --head` printed',
         ) from exc
+    protect_token_file()  # Ray wrote it 0644: anyone who reads it can run code in the cluster
     return True
 
 

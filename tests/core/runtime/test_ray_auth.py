@@ -89,3 +89,21 @@ def test_nothing_in_the_project_disables_auth() -> None:
         if any(needle in text for needle in needles):
             offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_the_token_file_is_made_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """QA's D1 residual: Ray writes ~/.ray/auth_token 0644; after a start omni-rl leaves it 0600."""
+    from omni_rl.runtime.ray_auth import protect_token_file
+
+    token = tmp_path / ".ray" / "auth_token"
+    token.parent.mkdir()
+    token.write_text("secret-token\n")
+    token.chmod(0o644)
+    protect_token_file({"HOME": str(tmp_path)})
+    assert token.stat().st_mode & 0o777 == 0o600
+    named = tmp_path / "elsewhere"
+    named.write_text("t")
+    named.chmod(0o640)
+    protect_token_file({"HOME": str(tmp_path), "RAY_AUTH_TOKEN_PATH": str(named)})
+    assert named.stat().st_mode & 0o777 == 0o600
+    protect_token_file({"HOME": str(tmp_path / "nobody")})  # no file: nothing to do, no error
