@@ -138,3 +138,38 @@ def test_grids_show_each_source_left_of_its_result() -> None:
     video = np.full((1, 3, 8, 8, 3), 255, dtype=np.uint8)
     assert beside_sources(video, sources[:1]).shape == (1, 3, 8, 16, 3)
     assert beside_sources(out, [(), ()]) is out
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+@pytest.mark.parametrize("case", ["missing", "not_an_image", "no_image"])
+def test_a_broken_edit_row_stops_run_and_check_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """Issue 49's "Done when": a broken image path, a non-image file, or an image-free row for an editing model
+    stops `omni-rl run` (and `check`) before anything starts, exit 2, one line naming the file, the row, the field."""
+    pytest.importorskip("omni_rl_flux.kontext")
+    from omni_rl.cli import main
+
+    _png(tmp_path / "ok.png", (32, 32))
+    (tmp_path / "notes.png").write_text("not an image")
+    rows = {
+        "missing": [{"prompt": "a", "image": "ok.png"}, {"prompt": "b", "image": "gone.png"}],
+        "not_an_image": [{"prompt": "a", "image": "notes.png"}],
+        "no_image": [{"prompt": "a", "image": "ok.png"}, {"prompt": "b"}],
+    }[case]
+    prompts = _jsonl(tmp_path / "edits.jsonl", rows)
+    sets = [f"data.train={prompts}", f"run.output_dir={tmp_path / 'run'}", f"model.options.path={tmp_path / 'm'}"]
+    args = [a for s in sets for a in ("--set", s)]
+    for command in ("run", "check"):
+        assert main([command, str(EXAMPLES / "kontext_tiny.toml"), *args]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "edits.jsonl" in err
+        expected = {
+            "missing": "edits.jsonl:2 field 'image'",
+            "not_an_image": "not a readable image",
+            "no_image": "row 2",
+        }
+        assert expected[case] in err, err
+    assert not (tmp_path / "run").exists()  # nothing was started or written

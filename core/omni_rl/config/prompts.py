@@ -8,6 +8,8 @@ reader the trainer uses and reports every problem at once, each with its ``$.dat
 
 from __future__ import annotations
 
+from typing import Any
+
 from omni_rl.config.loader import _problems_message
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.data import read_prompt_source
@@ -59,6 +61,17 @@ def _read(source: str, path: str, takes: tuple[str, tuple[int, int]], problems: 
         if exc.hint:
             hints.append(exc.hint)
         return
+    problem = condition_count_problem(records, source, path, takes)
+    if problem is not None:
+        problems.append(problem[0])
+        hints.append(problem[1])
+
+
+def condition_count_problem(
+    records: list[Any], source: str, path: str, takes: tuple[str, tuple[int, int]]
+) -> tuple[str, str] | None:
+    """(problem, hint) for the first row whose condition images the model does not take (too many, too few, or
+    any for a text-only model); None when every row fits. ``takes``: (model name, (fewest, most))."""
     model, (fewest, most) = takes
     for number, record in enumerate(records, start=1):
         count = len(record.images)
@@ -67,16 +80,23 @@ def _read(source: str, path: str, takes: tuple[str, tuple[int, int]], problems: 
         name = source.rsplit(":", 1)[-1].replace("\\", "/").rsplit("/", 1)[-1]  # a package: path's file name too
         where = record.images[0].where.rsplit(" field", 1)[0] if record.images else f"{name}: row {number}"
         if most == 0:
-            problems.append(
+            return (
                 f"{where} has {count} condition image(s) ('image'/'images'), but model {model!r} generates from "
-                f"text only @ {path}"
+                f"text only @ {path}",
+                "use an editing or image-to-video model (docs/editing.md), or drop the rows' image fields",
             )
-            hints.append("use an editing or image-to-video model (docs/editing.md), or drop the rows' image fields")
-        else:
-            wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
-            problems.append(
-                f"{where} has {count} condition image(s), but model {model!r} takes {wanted} per prompt "
-                f"(the row's 'image' / 'images' field) @ {path}"
-            )
-            hints.append("give every row of an editing model's prompt file its source image(s) (docs/editing.md)")
-        return  # the first bad row names the problem; the rest are likely the same
+        wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
+        return (
+            f"{where} has {count} condition image(s), but model {model!r} takes {wanted} per prompt "
+            f"(the row's 'image' / 'images' field) @ {path}",
+            "give every row of an editing model's prompt file its source image(s) (docs/editing.md)",
+        )
+    return None
+
+
+def check_condition_counts(config: ResolvedConfig, records: list[Any], source: str, path: str) -> None:
+    """Raise a ConfigError when a row of ``records`` has condition images the config's model does not take (what
+    ``omni-rl run`` checks when it reads the prompts, before anything starts)."""
+    problem = condition_count_problem(records, source, path, _condition_images(config))
+    if problem is not None:
+        raise ConfigError(problem[0], hint=problem[1])

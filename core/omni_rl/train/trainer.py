@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.console import Console
 
+from omni_rl.config.prompts import check_condition_counts
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
@@ -74,7 +75,9 @@ class Trainer:
         )
         if self.train_records is None:
             raise ConfigError("no training prompts @ $.data.train", hint="set [data] train to a prompt file")
+        check_condition_counts(config, self.train_records, config.data.train, "$.data.train")
         val = read_prompt_source(config.data.val, config_path="$.data.val") if config.data.val else []
+        check_condition_counts(config, val, config.data.val, "$.data.val")
         self.val_records: list[PromptRecord] = val[: config.data.val_prompts] if config.data.val_prompts else val
         if (config.run.eval_every or config.run.eval_before_training) and not self.val_records:
             raise ConfigError(

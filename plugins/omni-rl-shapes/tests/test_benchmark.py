@@ -24,7 +24,7 @@ from omni_rl.testing import BenchmarkConformance
 class TestShapesBenchmark(BenchmarkConformance):
     @pytest.fixture
     def spec(self) -> BenchmarkSpec:
-        (spec,) = omni_rl_benchmarks()
+        (spec,) = [s for s in omni_rl_benchmarks() if s.name == "shapes"]
         return spec
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
-from omni_rl_shapes.motion_render import render_clip
-from omni_rl_shapes.motion_reward import ShapesMotionReward
-from omni_rl_shapes.motion_scenes import all_motion_scenes, parse_motion_prompt
-from omni_rl_shapes.motion_verify import verify_clip
+from omni_rl_shapes.motion.config import ShapesMotionRewardConfig
+from omni_rl_shapes.motion.render import render_clip
+from omni_rl_shapes.motion.reward import ShapesMotionReward
+from omni_rl_shapes.motion.scenes import all_motion_scenes, parse_motion_prompt
+from omni_rl_shapes.motion.verify import verify_clip
 from omni_rl_shapes.render import Placed, draw
 from omni_rl_shapes.scenes import Obj
 
@@ -100,4 +100,4 @@ def test_the_reward_scores_whole_clips_through_the_core_wrapper() -> None:
 def test_the_reward_is_registered() -> None:
     from omni_rl_shapes.hooks import omni_rl_reward_models
 
-    assert {spec.name for spec in omni_rl_reward_models()} == {"shapes", "shapes_motion"}
+    assert {spec.name for spec in omni_rl_reward_models()} == {"shapes", "shapes_motion", "shapes_edit"}

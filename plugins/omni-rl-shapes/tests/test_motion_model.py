@@ -16,8 +16,9 @@ import pytest
 import shapes_runs
 import tomli
 from omni_rl_shapes.evaluate import SamplingSettings, read_record, settings_from_record
-from omni_rl_shapes.motion_prompts import read_motion_prompts
-from omni_rl_shapes.pretrain import REQUIRED_BAND
+from omni_rl_shapes.motion.prompts import read_motion_prompts
+from omni_rl_shapes.pretraining.pretrain import REQUIRED_BAND
+from omni_rl_shapes.pretraining.reproduce import recorded_args
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -53,7 +54,7 @@ def _model() -> object:
 def test_the_record_says_how_it_was_made() -> None:
     record = read_record(omni_rl_shapes.pretrained_path("wan"))
     assert record["arch"] == "wan" and record["world"] == "motion"
-    assert record["command"].startswith("python -m omni_rl_shapes.pretrain --arch wan")
+    assert recorded_args(record["command"])[:2] == ["--arch", "wan"]
     assert record["sampling"]["num_frames"] == 6 and record["image_size"] == 32
     assert record["model"]["patch_size"] == [2, 2, 2]  # two frames a token: the order of travel is in a token
     # a clean stage from random weights first, a flawed stage (the object missing from every other frame) last
@@ -84,7 +85,7 @@ def test_the_wan_plugin_loads_it_by_package_path_and_samples_clips(one_thread: N
 @needs_model
 def test_the_recorded_val_reward_is_measured_again(one_thread: None) -> None:
     """The evaluation pretraining stopped on, rerun from the shipped files (96 clips, ~20 s on one core)."""
-    from omni_rl_shapes.pretrain_wan import clip_val_reward
+    from omni_rl_shapes.pretraining.wan import clip_val_reward
 
     record = read_record(omni_rl_shapes.pretrained_path("wan"))
     metrics = clip_val_reward(_model(), read_motion_prompts("val"), settings_from_record(record))
@@ -135,7 +136,7 @@ def test_two_steps_of_the_example(tmp_path: Path) -> None:
 
 @needs_model
 def test_reproduce_replays_its_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from omni_rl_shapes import reproduce
+    from omni_rl_shapes.pretraining import reproduce
 
     assert reproduce.main(["--arch", "wan", "--work", str(tmp_path / "w"), "--dry-run"]) == 0
     out = capsys.readouterr().out
@@ -145,7 +146,7 @@ def test_reproduce_replays_its_stages(tmp_path: Path, capsys: pytest.CaptureFixt
 
 @pytest.mark.skipif(_shipped(), reason="the model is shipped")
 def test_reproduce_names_a_model_the_package_does_not_ship(tmp_path: Path) -> None:
-    from omni_rl_shapes import reproduce
+    from omni_rl_shapes.pretraining import reproduce
 
     with pytest.raises(SystemExit, match="no pretrained shapes pipeline"):
         reproduce.main(["--arch", "wan", "--work", str(tmp_path), "--dry-run"])

@@ -12,7 +12,7 @@ import omni_rl_shapes
 import pytest
 import torch
 from omni_rl_shapes.evaluate import RECORD_FILE
-from omni_rl_shapes.pretrain import main
+from omni_rl_shapes.pretraining.pretrain import main
 
 
 @pytest.mark.slow  # over 45 s in the default suite; `nox -s integration` / `pytest -m slow` run it

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from omni_rl_shapes import pretrain
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
-from omni_rl_shapes.pretrain import parse_args
+from omni_rl_shapes.pretraining import pretrain
+from omni_rl_shapes.pretraining.pretrain import parse_args
 
 
 def _small_shape() -> Any:
@@ -44,7 +44,7 @@ def pretrained_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-step `--arch qwen_image` run of a very small shape (module-scoped: the run is the expensive part)."""
     pytest.importorskip("omni_rl_qwen_image")
     import torch
-    from omni_rl_shapes.pretrain_arch import QwenImageArchitecture
+    from omni_rl_shapes.pretraining.arch import QwenImageArchitecture
 
     out = tmp_path_factory.mktemp("qwen") / "stage"
     argv = ["--arch", "qwen_image", "--out", str(out), "--seed", "5", "--steps", "2", "--vae-steps", "2"]
@@ -87,7 +87,7 @@ def test_float16_saving_halves_the_weights_and_loads_back_exactly_upcast(pretrai
     float16 tensors, and the model plugins' float32 loading gives the float16-rounded weights back exactly."""
     import torch
     from diffusers import AutoencoderKLQwenImage, QwenImageTransformer2DModel
-    from omni_rl_shapes.pretrain_arch import save_trained
+    from omni_rl_shapes.pretraining.arch import save_trained
     from safetensors import safe_open
 
     transformer = QwenImageTransformer2DModel.from_pretrained(pretrained_qwen / "transformer")
@@ -111,7 +111,7 @@ def test_the_directory_loads_in_diffusers_and_as_the_qwen_image_model_and_sample
     import torch
     from diffusers import QwenImagePipeline
     from omni_rl_shapes.evaluate import sample_model
-    from omni_rl_shapes.pretrain_arch import QwenImageArchitecture
+    from omni_rl_shapes.pretraining.arch import QwenImageArchitecture
 
     settings = SamplingSettings(num_inference_steps=3, images_per_prompt=1, seed_offset=11)
     prompts = ["a red circle", "two blue squares left of a yellow triangle"]
@@ -142,8 +142,8 @@ def test_training_sigmas_follow_the_qwen_image_schedulers_dynamic_shift(pretrain
     import torch
     from diffusers import FlowMatchEulerDiscreteScheduler
     from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift
-    from omni_rl_shapes.flow_matching import FlowTraining, sample_sigmas
-    from omni_rl_shapes.pretrain_arch import QwenImageArchitecture
+    from omni_rl_shapes.pretraining.arch import QwenImageArchitecture
+    from omni_rl_shapes.pretraining.flow_matching import FlowTraining, sample_sigmas
 
     arch = QwenImageArchitecture(shape=_small_shape())
     model = arch.load(pretrained_qwen, SamplingSettings())

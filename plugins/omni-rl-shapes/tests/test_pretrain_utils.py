@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from omni_rl_shapes.evaluate import RECORD_FILE
-from omni_rl_shapes.pretrain import _guidance, _init_record, choose_checkpoint, parse_args
+from omni_rl_shapes.pretraining.pretrain import _guidance, _init_record, choose_checkpoint, parse_args
 
 
 def test_sigmas_follow_sd3s_shifted_logit_normal() -> None:
     torch = pytest.importorskip("torch")
-    from omni_rl_shapes.flow_matching import FlowTraining, sample_sigmas
+    from omni_rl_shapes.pretraining.flow_matching import FlowTraining, sample_sigmas
 
     sigmas = sample_sigmas(200_000, FlowTraining(), 3.0, torch.Generator().manual_seed(0))
     assert ((sigmas > 0) & (sigmas < 1)).all()
@@ -78,7 +78,7 @@ def test_a_continued_run_is_evaluated_at_its_models_guidance_scale(tmp_path: Pat
 
 
 def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:
-    from omni_rl_shapes.flow_matching import FlowTraining, lr_factor
+    from omni_rl_shapes.pretraining.flow_matching import FlowTraining, lr_factor
 
     constant = FlowTraining(warmup_steps=10)
     assert [lr_factor(s, constant) for s in (0, 4, 9, 500)] == pytest.approx([0.1, 0.5, 1.0, 1.0])
@@ -92,14 +92,14 @@ def test_learning_rate_warms_up_then_follows_the_cosine_to_zero() -> None:
 
 
 def test_cosine_decay_flag_spans_the_run() -> None:
-    from omni_rl_shapes.pretrain import flow_settings
+    from omni_rl_shapes.pretraining.pretrain import flow_settings
 
     assert flow_settings(parse_args(["--steps", "1500", "--cosine-decay"])).cosine_decay_steps == 1500
     assert flow_settings(parse_args(["--steps", "1500"])).cosine_decay_steps == 0
 
 
 def test_a_run_that_ends_on_one_side_of_the_band_keeps_the_closest() -> None:
-    from omni_rl_shapes.pretrain import closest_to_band
+    from omni_rl_shapes.pretraining.pretrain import closest_to_band
 
     assert closest_to_band([0.41, 0.52, 0.49], 0.95, 1.0) == 1  # a clean stage aiming past reach: its best
     assert closest_to_band([0.62, 0.61, 0.65], 0.30, 0.36) == 1  # a stray stage still above: its lowest

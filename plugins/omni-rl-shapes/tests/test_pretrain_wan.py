@@ -9,11 +9,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from omni_rl_shapes import motion_prompts, pretrain
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
-from omni_rl_shapes.motion_render import render_clip
-from omni_rl_shapes.motion_verify import verify_clip
-from omni_rl_shapes.pretrain_world import MotionWorld
+from omni_rl_shapes.motion import prompts as motion_prompts
+from omni_rl_shapes.motion.render import render_clip
+from omni_rl_shapes.motion.verify import verify_clip
+from omni_rl_shapes.pretraining import pretrain
+from omni_rl_shapes.pretraining.world import MotionWorld
 
 
 def test_the_shipped_motion_prompts_are_the_split() -> None:
@@ -43,8 +44,8 @@ def test_the_image_vae_codes_every_frame_of_a_clip_as_a_still_image() -> None:
     pytest.importorskip("omni_rl_wan")
     import torch
     from omni_rl_shapes import pretrained_path
-    from omni_rl_shapes.pretrain_vae import from_tensor, to_tensor
-    from omni_rl_shapes.pretrain_wan import WanVaeShape, _build_vae
+    from omni_rl_shapes.pretraining.vae import from_tensor, to_tensor
+    from omni_rl_shapes.pretraining.wan import WanVaeShape, _build_vae
 
     vae = _build_vae(WanVaeShape(), 16, 0, pretrained_path("qwen_image") / "vae")
     world = MotionWorld(frames=5)
@@ -110,7 +111,7 @@ def test_a_tiny_wan_run_writes_a_loadable_motion_pipeline(tmp_path: Path) -> Non
     """Two VAE steps and two transformer steps of a 1-layer Wan: the directory, its record and its calibrated VAE."""
     pytest.importorskip("omni_rl_wan")
     import torch
-    from omni_rl_shapes.pretrain_wan import WanArchitecture, WanVaeShape
+    from omni_rl_shapes.pretraining.wan import WanArchitecture, WanVaeShape
     from omni_rl_wan.tiny import TinyWanShape
 
     small = TinyWanShape(num_layers=1, num_attention_heads=2, attention_head_dim=12, ffn_dim=32)
@@ -146,7 +147,7 @@ def test_logit_mean_moves_the_noise_level_draw_up() -> None:
     """``--logit-mean`` reaches the trainer's sigma draw: at 1.5 most training noise levels sit above 0.86, the
     level from which a clip's direction of travel is already visible to the motion model."""
     import torch
-    from omni_rl_shapes.flow_matching import sample_sigmas
+    from omni_rl_shapes.pretraining.flow_matching import sample_sigmas
 
     settings = pretrain.flow_settings(pretrain.parse_args(["--logit-mean", "1.5"]))
     assert settings.logit_mean == 1.5
@@ -216,7 +217,7 @@ def test_inflating_the_patch_in_time_keeps_the_model_on_clips_of_repeated_frames
     pytest.importorskip("omni_rl_wan")
     import torch
     from diffusers import WanTransformer3DModel
-    from omni_rl_shapes.pretrain_wan import inflate_patch
+    from omni_rl_shapes.pretraining.wan import inflate_patch
 
     torch.manual_seed(0)
     old = WanTransformer3DModel(
@@ -256,8 +257,8 @@ def test_frames_are_encoded_alone_so_any_clip_length_keeps_every_frame() -> None
     pytest.importorskip("omni_rl_wan")
     import torch
     from omni_rl_shapes import pretrained_path
-    from omni_rl_shapes.pretrain_vae import to_tensor
-    from omni_rl_shapes.pretrain_wan import WanVaeShape, _build_vae, encode_frames
+    from omni_rl_shapes.pretraining.vae import to_tensor
+    from omni_rl_shapes.pretraining.wan import WanVaeShape, _build_vae, encode_frames
 
     vae = _build_vae(WanVaeShape(), 16, 0, pretrained_path("qwen_image") / "vae")
     prompts = MotionWorld().prompts("val")[:2]

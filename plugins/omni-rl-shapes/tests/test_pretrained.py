@@ -9,6 +9,7 @@ from pathlib import Path
 import omni_rl_shapes
 import pytest
 from omni_rl_shapes.evaluate import RECORD_FILE, read_record, settings_from_record, val_reward
+from omni_rl_shapes.pretraining.reproduce import recorded_args
 
 MAX_PACKAGE_BYTES = 20 * 2**20
 ARCHS = ("sd3", "qwen_image")
@@ -27,7 +28,7 @@ def test_package_data_is_at_most_20_mb() -> None:
 def test_record_says_how_it_was_trained(arch: str) -> None:
     path = omni_rl_shapes.pretrained_path(arch)
     record = read_record(path)
-    assert record["command"].startswith("python -m omni_rl_shapes.pretrain")
+    assert recorded_args(record["command"])  # python -m omni_rl_shapes.pretrain (as recorded) and its arguments
     assert record.get("arch", "sd3") == arch
     assert {"seed", "wall_time_s", "transformer", "vae", "sampling", "val", "evals"} <= set(record)
     assert record["transformer"]["steps"] > 0
@@ -35,7 +36,7 @@ def test_record_says_how_it_was_trained(arch: str) -> None:
     stage, stages = record, 1
     while stage.get("init_from"):
         stage, stages = stage["init_from"], stages + 1
-        assert stage["command"].startswith("python -m omni_rl_shapes.pretrain")
+        assert recorded_args(stage["command"])
     assert stage["vae"]["val_reconstruction_reward"] >= 0.99
     # a clean stage first, stray objects last (README, "Stray objects")
     assert 0.0 < record["stray_rate"] <= 1.0 and not stage.get("stray_rate") and stages >= 2

@@ -1,5 +1,5 @@
-"""``python -m omni_rl_shapes.reproduce``: the shipped pipelines' stages read back from their records, replayed
-with one command into a work directory, and a replay of a replay gives the same weights."""
+"""``python -m omni_rl_shapes.pretraining.reproduce``: the shipped pipelines' stages read back from their records,
+replayed with one command into a work directory, and a replay of a replay gives the same weights."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import omni_rl_shapes
 from omni_rl_shapes.evaluate import RECORD_FILE
-from omni_rl_shapes.reproduce import main, stages_of
+from omni_rl_shapes.pretraining.reproduce import main, stages_of
 
 
 def _record(arch: str) -> dict:
@@ -54,13 +54,27 @@ def test_a_stage_cut_by_the_clock_replays_exactly_the_steps_it_trained() -> None
 
 def test_a_clock_cut_cosine_stage_cannot_be_replayed_exactly() -> None:
     record = {
-        "command": "python -m omni_rl_shapes.pretrain --steps 1000 --cosine-decay --max-minutes 5 --out /x",
+        "command": "python -m omni_rl_shapes.pretraining.pretrain --steps 1000 --cosine-decay --max-minutes 5 --out /x",
         "transformer": {"max_steps": 1000, "steps": 400},
         "target_band": [0.95, 1.0],
         "evals": [{"step": 200, "score": 0.4}, {"step": 400, "score": 0.5}],
     }
     with pytest.raises(ValueError, match="stage 1 was cut by --max-minutes with --cosine-decay"):
         stages_of(record)
+
+
+def test_a_stage_recorded_before_the_module_moved_replays_as_one_recorded_now() -> None:
+    """The shipped records say ``python -m omni_rl_shapes.pretrain`` (the module's path before
+    ``omni_rl_shapes.pretraining``): read the same as today's, run with the module where it is now."""
+    old = {
+        "command": "python -m omni_rl_shapes.pretrain --seed 1 --out /x",
+        "transformer": {"max_steps": 2, "steps": 2},
+    }
+    now = {**old, "command": "python -m omni_rl_shapes.pretraining.pretrain --seed 1 --out /x"}
+    assert stages_of(old)[0].args == stages_of(now)[0].args
+    assert stages_of(old)[0].args[:2] == ("--seed", "1") and "--out" not in stages_of(old)[0].args
+    with pytest.raises(ValueError, match="stage 1 of the record has no pretrain command"):
+        stages_of({**old, "command": "python -m omni_rl_shapes.pretrainer --seed 1"})
 
 
 def test_a_file_that_is_not_a_pretraining_record_is_named_not_a_traceback(tmp_path: Path) -> None:
@@ -75,7 +89,7 @@ def test_a_file_that_is_not_a_pretraining_record_is_named_not_a_traceback(tmp_pa
 def test_dry_run_prints_every_stage_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--arch", "qwen_image", "--work", str(tmp_path / "work"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.count("-m omni_rl_shapes.pretrain") == len(stages_of(_record("qwen_image")))
+    assert out.count("-m omni_rl_shapes.pretraining.pretrain") == len(stages_of(_record("qwen_image")))
     assert "stage 1 (recorded: cut by --max-minutes at step 1829)" in out
     assert not (tmp_path / "work").exists()
 
@@ -87,7 +101,7 @@ def test_replaying_a_two_stage_record_twice_gives_the_same_weights(
     """Two tiny SD3 stages (from random weights, then strays), replayed from their record into a second work
     directory: every stage runs in its own process, and stage 2's weights come out byte for byte the same."""
     tiny = "--steps 2 --vae-steps 2 --images-per-prompt 1 --eval-from 2 --eval-every 2 --target-low 0 --target-high 1"
-    prefix = "python -m omni_rl_shapes.pretrain"
+    prefix = "python -m omni_rl_shapes.pretraining.pretrain"
     first = {"command": f"{prefix} --seed 5 {tiny} --out /gone/a", "transformer": {"max_steps": 2, "steps": 2}}
     record = {
         "command": f"{prefix} --init-from /gone/a --stray-rate 0.5 --strays 2 --seed 6 {tiny} --out /gone/b",

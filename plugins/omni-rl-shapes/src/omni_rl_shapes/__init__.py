@@ -13,7 +13,7 @@ from pathlib import Path
 #: prompt sources for ``[data] train`` / ``[data] val``
 TRAIN_PROMPTS = "package:omni_rl_shapes:prompts/train.txt"
 VAL_PROMPTS = "package:omni_rl_shapes:prompts/val.txt"
-#: the motion model's prompt sources (:mod:`motion_prompts`)
+#: the motion model's prompt sources (:mod:`omni_rl_shapes.motion.prompts`)
 MOTION_TRAIN_PROMPTS = "package:omni_rl_shapes:prompts/motion_train.txt"
 MOTION_VAL_PROMPTS = "package:omni_rl_shapes:prompts/motion_val.txt"
 
@@ -51,8 +51,8 @@ def pretrained_path(arch: str = "sd3") -> Path:
 
     Resolved as a config's ``package:`` path is (:func:`omni_rl.package_paths.package_path`: the package found
     without running its code). Raises ``FileNotFoundError`` when its package is not installed (``pip install
-    omni-rl-shapes-motion`` for ``"wan"``) or was built without it (``python -m omni_rl_shapes.pretrain`` with
-    ``--arch`` writes one; the plugin README has the recipe).
+    omni-rl-shapes-motion`` for ``"wan"``) or was built without it (``python -m
+    omni_rl_shapes.pretraining.pretrain`` with ``--arch`` writes one; the plugin README has the recipe).
     """
     from omni_rl.errors import ConfigError
     from omni_rl.package_paths import package_path
@@ -61,7 +61,7 @@ def pretrained_path(arch: str = "sd3") -> Path:
     package = PRETRAINED_DIRS[arch][0]
     remedy = (
         f"if it is not installed (pip install {package.replace('_', '-')}), install it; else create the pipeline "
-        f"with python -m omni_rl_shapes.pretrain --arch {arch}"
+        f"with python -m omni_rl_shapes.pretraining.pretrain --arch {arch}"
     )
     try:
         path = package_path(spec, what=f"the pretrained {arch} pipeline")

@@ -155,7 +155,7 @@ def save_grid(images: np.ndarray, columns: int, path: str | Path, gap: int = 2) 
 
 
 def read_record(pipeline_dir: str | Path) -> dict[str, Any]:
-    """The pretraining record saved with a shapes pipeline (see ``pretrain.py``)."""
+    """The pretraining record saved with a shapes pipeline (see :mod:`omni_rl_shapes.pretraining.pretrain`)."""
     return json.loads((Path(pipeline_dir) / RECORD_FILE).read_text(encoding="utf-8"))
 
 

@@ -1,5 +1,5 @@
-"""Hook implementations of omni-rl-shapes: the ``shapes`` reward, the ``shapes_motion`` clip reward and the
-``shapes`` benchmark of ``omni-rl eval``.
+"""Hook implementations of omni-rl-shapes: the ``shapes`` reward, the ``shapes_motion`` clip reward, the
+``shapes_edit`` edit reward and the ``shapes`` and ``shapes_edit`` benchmarks of ``omni-rl eval``.
 
 Imports only attrs-level modules at import time; the verifier (numpy) loads when the reward is built.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_rl.hookspecs import hookimpl
-from omni_rl.specs import BenchmarkSpec, RewardSpec
+from omni_rl import BenchmarkSpec, RewardSpec, hookimpl
 from omni_rl_shapes.config import ShapesRewardConfig
-from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
+from omni_rl_shapes.edit.config import ShapesEditBenchmarkConfig, ShapesEditRewardConfig
+from omni_rl_shapes.motion.config import ShapesMotionRewardConfig
 
 
 def _build_shapes_reward(config: ShapesRewardConfig, ctx: Any) -> Any:
@@ -21,9 +21,21 @@ def _build_shapes_reward(config: ShapesRewardConfig, ctx: Any) -> Any:
 
 
 def _build_shapes_motion_reward(config: ShapesMotionRewardConfig, ctx: Any) -> Any:
-    from omni_rl_shapes.motion_reward import ShapesMotionReward
+    from omni_rl_shapes.motion.reward import ShapesMotionReward
 
     return ShapesMotionReward(config)
+
+
+def _build_shapes_edit_reward(config: ShapesEditRewardConfig, ctx: Any) -> Any:
+    from omni_rl_shapes.edit.reward import ShapesEditReward
+
+    return ShapesEditReward(config)
+
+
+def _build_shapes_edit_benchmark(config: ShapesEditBenchmarkConfig, ctx: Any) -> Any:
+    from omni_rl_shapes.edit.benchmark import build_shapes_edit_benchmark
+
+    return build_shapes_edit_benchmark(config, ctx)
 
 
 def _build_shapes_benchmark(config: ShapesRewardConfig, ctx: Any) -> Any:
@@ -41,7 +53,14 @@ def omni_rl_benchmarks() -> list[BenchmarkSpec]:
             config=ShapesRewardConfig,
             summary="shapes val set: 48 prompts x 2 images scored by the shapes verifier; overall = the val "
             "reward the shipped pipelines record",
-        )
+        ),
+        BenchmarkSpec(
+            name="shapes_edit",
+            factory=_build_shapes_edit_benchmark,
+            config=ShapesEditBenchmarkConfig,
+            summary="shapes edit val set: 48 source images + instructions x 2 edits scored by the shapes_edit "
+            "reward; per edit kind and overall",
+        ),
     ]
 
 
@@ -60,5 +79,12 @@ def omni_rl_reward_models() -> list[RewardSpec]:
             config=ShapesMotionRewardConfig,
             summary="shapes in motion: clips (N, F, H, W, 3) checked per frame, for motion and for temporal "
             "consistency, in [0, 1]",
+        ),
+        RewardSpec(
+            name="shapes_edit",
+            factory=_build_shapes_edit_reward,
+            config=ShapesEditRewardConfig,
+            summary="shapes edits: the verifier on what the instruction changes x preservation of what it does not "
+            "(edit, preserve, strict), in [0, 1]; reads the source image",
         ),
     ]

@@ -1,4 +1,4 @@
-"""The rule-based verifier: does an image show what its prompt asks for?
+"""The rule-based verifier: does an image show what its prompt asks for? (docs/math.md#shapes-verifier)
 
 Pipeline: parse the prompt (:mod:`scenes`), segment colors and find connected components (:mod:`segment`),
 classify each component's shape (:mod:`classify`), then check four things, each a sub-score in [0, 1]:

@@ -1,4 +1,4 @@
-"""The fixed train / val prompt sets of the shapes-in-motion model (``python -m omni_rl_shapes.motion_prompts``).
+"""The fixed train / val prompt sets of the shapes-in-motion model (``python -m omni_rl_shapes.motion.prompts``).
 
 Single-object motion prompts only ("a red circle moving to the right"): 12 objects x 4 directions. The
 relation prompts of the grammar ("..., both moving down") are left out of the shipped model's world on purpose:
@@ -18,11 +18,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omni_rl_shapes.motion_scenes import DIRECTIONS, MotionScene
+from omni_rl_shapes.motion.scenes import DIRECTIONS, MotionScene
 from omni_rl_shapes.scenes import COLORS, SHAPES, single
 
 SEED = 20260301
-PROMPT_DIR = Path(__file__).parent / "prompts"
+PROMPT_DIR = Path(__file__).parent.parent / "prompts"  # the package's prompts/, beside the image prompt sets
 #: file names in ``prompts/``; ``package:omni_rl_shapes:prompts/motion_train.txt`` in a config
 FILES = {"train": "motion_train.txt", "val": "motion_val.txt"}
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from omni_rl_shapes.motion_scenes import VECTORS, MotionScene, parse_motion_prompt
+from omni_rl_shapes.motion.scenes import VECTORS, MotionScene, parse_motion_prompt
 from omni_rl_shapes.render import BORDER, Placed, draw, layout
 from omni_rl_shapes.scenes import COLORS, Obj
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from omni_rl.batch import RewardResult
 from omni_rl.errors import RuntimeFailure
-from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
-from omni_rl_shapes.motion_scenes import MotionScene, parse_motion_prompt
-from omni_rl_shapes.motion_verify import verify_clip
+from omni_rl_shapes.motion.config import ShapesMotionRewardConfig
+from omni_rl_shapes.motion.scenes import MotionScene, parse_motion_prompt
+from omni_rl_shapes.motion.verify import verify_clip
 
 #: sub-scores reported in RewardResult.details, besides ``strict``
 SUB_SCORES: tuple[str, ...] = ("frame", "motion", "consistency")
@@ -30,7 +30,7 @@ def _scene(prompt: str) -> MotionScene:
         raise RuntimeFailure(
             f"the shapes_motion reward cannot score prompt {prompt!r}: it is not in the shapes-in-motion grammar",
             hint="use prompts such as 'a red circle moving to the right' or 'a blue square above a green triangle, "
-            "both moving down' (omni_rl_shapes.motion_scenes)",
+            "both moving down' (omni_rl_shapes.motion.scenes)",
         ) from exc
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from omni_rl_shapes.motion_config import ShapesMotionRewardConfig
-from omni_rl_shapes.motion_scenes import VECTORS, MotionScene, parse_motion_prompt
+from omni_rl_shapes.motion.config import ShapesMotionRewardConfig
+from omni_rl_shapes.motion.scenes import VECTORS, MotionScene, parse_motion_prompt
 from omni_rl_shapes.segment import Component, components
 from omni_rl_shapes.verify import shape_of, verify_components
 

@@ -4,7 +4,7 @@
 stage on cached latents and prompt embeddings, val evaluations scored by the verifier with the stop rule, and
 continued (clean, annealing, stray-object) stages. What differs between SD3 and Qwen-Image is kept here, so the
 recipe reads the same for both and a third architecture is one more class (the Wan motion model's, in
-:mod:`pretrain_wan`, which also trains on clips instead of still scenes: its ``world``):
+:mod:`.wan`, which also trains on clips instead of still scenes: its ``world``):
 
 - building the tiny random pipeline (a size whose directory stays <= 20 MB and whose training step costs about
   the same: ~2.4M transformer weights, 32 px images, 64 image tokens);
@@ -36,8 +36,8 @@ import attrs
 import numpy as np
 
 from omni_rl_shapes.evaluate import SamplingSettings, model_val_reward, val_reward
-from omni_rl_shapes.pretrain_vae import calibrate_latents, encode, to_tensor
-from omni_rl_shapes.pretrain_world import ImageWorld, World
+from omni_rl_shapes.pretraining.vae import calibrate_latents, encode, to_tensor
+from omni_rl_shapes.pretraining.world import ImageWorld, World
 
 #: the values of ``--arch``
 ARCHITECTURES = ("sd3", "qwen_image", "wan")
@@ -59,7 +59,7 @@ class Architecture(Protocol):
     name: str
     #: the diffusers pipeline class of its directories (model_index.json's ``_class_name``)
     pipeline_class: str
-    #: what it is trained on and scored by: still scenes or motion clips (:mod:`pretrain_world`)
+    #: what it is trained on and scored by: still scenes or motion clips (:mod:`.world`)
     world: World
 
     def sampling_overrides(self) -> dict[str, Any]:
@@ -108,7 +108,7 @@ def save_trained(transformer: Any, vae: Any, directory: Path, dtype: Any) -> Non
 def architecture(name: str) -> Architecture:
     """The adapter for ``--arch name``; ``qwen_image`` and ``wan`` raise ImportError with the install command
     when their model plugin is missing (omni-rl-shapes does not depend on them). ``wan`` is the motion model
-    (:mod:`pretrain_wan`)."""
+    (:mod:`.wan`)."""
     if name == "sd3":
         return Sd3Architecture()
     if name == "qwen_image":
@@ -127,7 +127,7 @@ def architecture(name: str) -> Architecture:
             raise ImportError(
                 "--arch wan needs the omni-rl-wan plugin, which is not installed; " + WAN_INSTALL_HINT
             ) from error
-        from omni_rl_shapes.pretrain_wan import WanArchitecture
+        from omni_rl_shapes.pretraining.wan import WanArchitecture
 
         return WanArchitecture()
     raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
@@ -268,7 +268,7 @@ def qwen_image_shape() -> Any:
 
 class FrameAxisVAE:
     """``AutoencoderKLQwenImage`` (a video VAE: (B, C, T, H, W)) seen as an image VAE, one frame, so the SD3
-    autoencoder stage (:func:`pretrain_vae.train_vae`) trains it unchanged: ``encode(x).latent_dist`` is a
+    autoencoder stage (:func:`.vae.train_vae`) trains it unchanged: ``encode(x).latent_dist`` is a
     posterior over (B, C, h, w) (its KL summed over all latent elements, as for SD3's 4-D latents) and
     ``decode(z).sample`` an image batch."""
 

@@ -8,7 +8,7 @@ which teaches the unconditional velocity classifier-free guidance needs (the pip
 
 The text encoders and the VAE are frozen, so their outputs are computed once: each step is only the transformer.
 How the transformer is called (SD3's pooled projections, Qwen-Image's packed tokens and text mask) is the
-architecture's business (:mod:`pretrain_arch`): the trainer gets a ``velocity(x_t, sigma, prompt_ids)`` function,
+architecture's business (:mod:`.arch`): the trainer gets a ``velocity(x_t, sigma, prompt_ids)`` function,
 so the objective, the sigma draw, the optimizer and the EMA are one piece of code for every architecture.
 As in diffusion training generally (SD3 included), the weights evaluated and shipped are an exponential moving
 average of the trained ones: a short, high-learning-rate run's raw weights jitter from step to step, and its

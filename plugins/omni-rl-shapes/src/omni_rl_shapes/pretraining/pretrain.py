@@ -1,17 +1,17 @@
-"""Pretrain the tiny shapes SD3 pipeline that ships in the package (``python -m omni_rl_shapes.pretrain``).
+"""Pretrain the tiny shapes SD3 pipeline that ships in the package (``python -m omni_rl_shapes.pretraining.pretrain``).
 
 ``--arch qwen_image`` runs the same recipe for a tiny Qwen-Image pipeline (QwenImagePipeline layout; needs the
-optional omni-rl-qwen-image plugin); everything that depends on the architecture is in :mod:`pretrain_arch`.
+optional omni-rl-qwen-image plugin); everything that depends on the architecture is in :mod:`.arch`.
 ``--arch wan`` runs it for the shapes-in-motion model (a tiny WanPipeline on clips of ``--frames`` frames,
-:mod:`pretrain_wan`; needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier,
+:mod:`.wan`; needs omni-rl-wan): the same stages on clips of motion prompts, scored by the clip verifier,
 with a motion flaw (``--flaw flicker --flaw-rate R``: the object missing from every other frame; ``reverse``: clips
 moving the wrong way) in the place of stray objects
-(:mod:`pretrain_world`). A continued motion run given ``--patch`` inflates its transformer's patch in time
-(:func:`pretrain_wan.inflate_patch`), so a stage can move a model to tokens of two frames.
+(:mod:`.world`). A continued motion run given ``--patch`` inflates its transformer's patch in time
+(:func:`.wan.inflate_patch`), so a stage can move a model to tokens of two frames.
 
 1. Build a random tiny pipeline (SD3: ``omni_rl_sd3.tiny.build_tiny_sd3_pipeline``; 32 px images: 2x VAE,
    16x16x16 latents, 64 image tokens; offline tokenizers; frozen random text encoders).
-2. Train its VAE into an autoencoder of rendered scenes (:mod:`pretrain_vae`).
+2. Train its VAE into an autoencoder of rendered scenes (:mod:`.vae`).
 3. Train the transformer (all weights) with the rectified-flow objective (:mod:`flow_matching`) on rendered
    scenes of the *train* prompts (``--cosine-decay``: decay the learning rate to 0 over the run, an annealing
    stage for a model that has plateaued at a constant rate).
@@ -50,16 +50,16 @@ from typing import Any
 
 import attrs
 import numpy as np
-from omni_rl_sd3.tiny import TINY_MARKER
+from omni_rl_pipelines.tiny import TINY_MARKER
 
 from omni_rl_shapes.evaluate import RECORD_FILE, SamplingSettings
-from omni_rl_shapes.flow_matching import FlowMatchingTrainer, FlowTraining
-from omni_rl_shapes.motion_render import travel_problem
-from omni_rl_shapes.pretrain_arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture, save_trained
-from omni_rl_shapes.pretrain_vae import VAETraining, from_tensor, to_tensor, train_vae
-from omni_rl_shapes.pretrain_world import MOTION_FLAWS, World
+from omni_rl_shapes.motion.render import travel_problem
+from omni_rl_shapes.pretraining.arch import ARCHITECTURES, SAVE_DTYPES, Architecture, architecture, save_trained
+from omni_rl_shapes.pretraining.flow_matching import FlowMatchingTrainer, FlowTraining
+from omni_rl_shapes.pretraining.vae import VAETraining, from_tensor, to_tensor, train_vae
+from omni_rl_shapes.pretraining.world import MOTION_FLAWS, World
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "pretrained"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "pretrained"  # the shipped SD3 directory of the package
 #: the required band of the shipped model's val reward (the test checks it)
 REQUIRED_BAND = (0.3, 0.6)
 
@@ -196,7 +196,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar=("F", "H", "W"),
         default=None,
         help="--arch wan: the transformer's (frames, height, width) patch (default: the arch's; a continued run "
-        "keeps its model's, and given one inflates its transformer's patch in time: pretrain_wan.inflate_patch)",
+        "keeps its model's, and given one inflates its transformer's patch in time: "
+        "omni_rl_shapes.pretraining.wan.inflate_patch)",
     )
     parser.add_argument(
         "--frames",
@@ -264,7 +265,7 @@ def configured(arch: Architecture, args: argparse.Namespace) -> Architecture:
     number of the patch's frames, or a built model's clip length that its VAE stage cannot encode whole."""
     if arch.name != "wan":
         return arch
-    from omni_rl_shapes.pretrain_wan import WAN_VAE_CHUNK, inflation_problem
+    from omni_rl_shapes.pretraining.wan import WAN_VAE_CHUNK, inflation_problem
 
     travel, patch, frames = args.travel, args.patch, args.frames
     if args.init_from is not None:
@@ -410,7 +411,7 @@ def _record(
     import torch
 
     args = run.args
-    command = "python -m omni_rl_shapes.pretrain " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m omni_rl_shapes.pretraining.pretrain " + " ".join(argv if argv is not None else sys.argv[1:])
     return {
         "command": command.strip(),
         "seed": args.seed,
@@ -461,9 +462,9 @@ def _save(run: _Run, arch: Architecture, handle: Any, built: Path, record: dict[
     record["val"] = arch.val_reward(arch.load(built, settings), arch.world.prompts("val"), settings, None)
     run.log(f"kept step {record['transformer']['steps']}; reloaded from disk, val " + json.dumps(record["val"]))
     (built / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    marker_path = built / TINY_MARKER  # every model plugin's tiny builder writes omni-rl-sd3's marker file
+    marker_path = built / TINY_MARKER  # every model plugin's tiny builder writes omni-rl-pipelines' marker file
     marker = json.loads(marker_path.read_text(encoding="utf-8"))
-    marker |= {"random_weights": False, "pretrained_by": "omni_rl_shapes.pretrain", "record": RECORD_FILE}
+    marker |= {"random_weights": False, "pretrained_by": "omni_rl_shapes.pretraining.pretrain", "record": RECORD_FILE}
     marker_path.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     run.log(f"pipeline: {_folder_bytes(built) / 2**20:.2f} MiB")
 

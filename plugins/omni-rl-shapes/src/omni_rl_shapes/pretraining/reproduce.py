@@ -1,12 +1,14 @@
 """Re-make a shipped shapes pipeline from its record, every stage, with one command.
 
-``python -m omni_rl_shapes.reproduce --arch qwen_image --work DIR`` reads the shipped pipeline's record
+``python -m omni_rl_shapes.pretraining.reproduce --arch qwen_image --work DIR`` reads the shipped pipeline's record
 (``omni_rl_shapes_pretrain.json``: each stage's exact command, nested under ``init_from`` back to the stage that
-built it from random weights) and runs those stages in order with :mod:`omni_rl_shapes.pretrain`, each in its own
-process, each continuing the one before. Only the paths change (``--out``, ``--samples-dir`` and ``--init-from``
-point into ``DIR``), and a stage that the recorded run cut with ``--max-minutes`` is replayed for exactly the steps
-it trained (``--steps``), so wall-clock limits on another machine do not change what it learns. Every stage is
-deterministic for its seed and thread count, so the last one reproduces the shipped weights' evaluations.
+built it from random weights) and runs those stages in order with :mod:`omni_rl_shapes.pretraining.pretrain`, each
+in its own process, each continuing the one before. Only the paths change (``--out``, ``--samples-dir`` and
+``--init-from`` point into ``DIR``), and a stage that the recorded run cut with ``--max-minutes`` is replayed for
+exactly the steps it trained (``--steps``), so wall-clock limits on another machine do not change what it learns.
+Every stage is deterministic for its seed and thread count, so the last one reproduces the shipped weights'
+evaluations. Records written before the module moved into ``omni_rl_shapes.pretraining`` (every shipped one) name
+``omni_rl_shapes.pretrain``; their stages run the same (:data:`RECORDED_MODULES`).
 
 A stage whose output is already in ``DIR`` is kept, so a stopped reproduction goes on where it stopped.
 ``--dry-run`` prints the commands instead.
@@ -27,10 +29,14 @@ import attrs
 
 from omni_rl_shapes import PRETRAINED_DIRS, pretrained_path
 from omni_rl_shapes.evaluate import RECORD_FILE, read_record
-from omni_rl_shapes.pretrain import choose_checkpoint
+from omni_rl_shapes.pretraining.pretrain import choose_checkpoint
 
-#: what every recorded stage command starts with
-COMMAND_PREFIX = "python -m omni_rl_shapes.pretrain"
+#: the module every stage runs (``python -m``), and what a stage command recorded today starts with
+PRETRAIN_MODULE = "omni_rl_shapes.pretraining.pretrain"
+COMMAND_PREFIX = f"python -m {PRETRAIN_MODULE}"
+#: the modules a recorded stage command may name: today's, and the one before it moved into
+#: ``omni_rl_shapes.pretraining`` (the records of every shipped pipeline say that one; they are replayed the same)
+RECORDED_MODULES = (PRETRAIN_MODULE, "omni_rl_shapes.pretrain")
 #: options that name the recorded run's own paths; the replay sets its own
 _PATH_OPTIONS = ("--out", "--samples-dir", "--init-from")
 #: generous wall-clock cap of a replayed stage (its length is fixed by --steps or by the stop rule instead)
@@ -72,9 +78,7 @@ def stages_of(record: dict[str, Any]) -> list[Stage]:
 
 def _stage(index: int, record: dict[str, Any]) -> Stage:
     command = record.get("command", "")
-    if not command.startswith(COMMAND_PREFIX):
-        raise ValueError(f"stage {index} of the record has no pretrain command (got {command[:60]!r})")
-    args = _without_options(shlex.split(command[len(COMMAND_PREFIX) :]), _PATH_OPTIONS)
+    args = _without_options(recorded_args(command, index), _PATH_OPTIONS)
     evals = record.get("evals") or []
     last = int(evals[-1]["step"]) if evals else int(record["transformer"]["steps"])
     low, high = record.get("target_band", (0.35, 0.55))
@@ -91,6 +95,14 @@ def _stage(index: int, record: dict[str, Any]) -> Stage:
     minutes = max(wall / 60 * _REPLAY_MINUTES_FACTOR, 60.0)
     args = (*_without_options(args, ("--max-minutes",)), "--max-minutes", f"{minutes:.0f}")
     return Stage(index, tuple(args), by_time, last, wall)
+
+
+def recorded_args(command: str, index: int = 1) -> list[str]:
+    """The pretrain arguments of a recorded stage command (``python -m <one of RECORDED_MODULES> ARGS``)."""
+    words = shlex.split(command) if isinstance(command, str) else []
+    if words[:2] != ["python", "-m"] or len(words) < 3 or words[2] not in RECORDED_MODULES:
+        raise ValueError(f"stage {index} of the record has no pretrain command (got {str(command)[:60]!r})")
+    return words[3:]
 
 
 def _without_options(args: Sequence[str], options: Sequence[str]) -> tuple[str, ...]:
@@ -110,7 +122,9 @@ def _without_options(args: Sequence[str], options: Sequence[str]) -> tuple[str, 
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m omni_rl_shapes.reproduce", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m omni_rl_shapes.pretraining.reproduce", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--arch", choices=sorted(PRETRAINED_DIRS), default="sd3", help="which shipped pipeline")
     parser.add_argument(
         "--record",
@@ -137,8 +151,8 @@ def _read_stages(args: argparse.Namespace) -> tuple[dict[str, Any], list[Stage]]
         return record, stages_of(record)
     except (ValueError, KeyError, TypeError) as error:  # JSONDecodeError is a ValueError
         raise SystemExit(
-            f"reproduce: {path} is not a pretraining record omni_rl_shapes.pretrain wrote ({error!r}); pass the "
-            "pipeline directory or its omni_rl_shapes_pretrain.json"
+            f"reproduce: {path} is not a pretraining record {PRETRAIN_MODULE} wrote ({error!r}); pass the pipeline "
+            "directory or its omni_rl_shapes_pretrain.json"
         ) from error
 
 
@@ -148,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = sum(s.wall_time_s for s in stages) / 60
     print(f"{len(stages)} stages, recorded wall time {total:.0f} minutes; outputs under {args.work}", flush=True)
     for stage in stages:
-        command = [sys.executable, "-m", "omni_rl_shapes.pretrain", *stage.argv(args.work)]
+        command = [sys.executable, "-m", PRETRAIN_MODULE, *stage.argv(args.work)]
         note = f" (recorded: cut by --max-minutes at step {stage.steps_trained})" if stage.stopped_by_time else ""
         print(f"stage {stage.index}{note}: {shlex.join(command)}", flush=True)
         if args.dry_run:

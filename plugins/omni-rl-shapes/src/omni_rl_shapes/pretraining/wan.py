@@ -45,8 +45,8 @@ import attrs
 import numpy as np
 
 from omni_rl_shapes.evaluate import SamplingSettings, sample_model, save_grid
-from omni_rl_shapes.pretrain_vae import to_tensor
-from omni_rl_shapes.pretrain_world import MotionWorld
+from omni_rl_shapes.pretraining.vae import to_tensor
+from omni_rl_shapes.pretraining.world import MotionWorld
 
 #: frames per clip: the verifier needs a few (each step moves the object 0.1-0.14 of the side, under its
 #: max_jump of 0.15); 5 = 1 + 4k also fits the real Wan VAE's temporal compression
@@ -239,7 +239,8 @@ class WanArchitecture:
     def build(self, directory: Path, seed: int) -> Path:
         """The tiny builder's pipeline with its transformer and VAE replaced by :attr:`patch`-patch and
         :class:`WanVaeShape` ones."""
-        from omni_rl_wan.tiny import TINY_MARKER, build_tiny_wan_pipeline
+        from omni_rl_pipelines.tiny import TINY_MARKER
+        from omni_rl_wan.tiny import build_tiny_wan_pipeline
 
         built = build_tiny_wan_pipeline(directory, seed=seed, shape=self.shape)
         for name, module in (
@@ -259,7 +260,7 @@ class WanArchitecture:
     def inflate(self, directory: Path, patch: tuple[int, int, int]) -> None:
         """A continued run's ``--patch``: :func:`inflate_patch` on the pipeline's transformer (a no-op when it has
         that patch already), with the builder's marker updated."""
-        from omni_rl_wan.tiny import TINY_MARKER
+        from omni_rl_pipelines.tiny import TINY_MARKER
 
         if inflate_patch(directory / "transformer", patch) == tuple(patch):
             return
@@ -283,7 +284,7 @@ class WanArchitecture:
         return omni_rl.build("model", "wan", options, BuildContext(device="cpu"))
 
     def vae(self, handle: Any) -> Any:
-        """The video VAE itself: it takes (B, 3, F, H, W) clips, which :func:`pretrain_vae.to_tensor` makes."""
+        """The video VAE itself: it takes (B, 3, F, H, W) clips, which :func:`.vae.to_tensor` makes."""
         return handle.vae
 
     def calibrate(self, handle: Any, clips: np.ndarray) -> dict[str, Any]:
@@ -362,7 +363,7 @@ def clip_val_reward(
 ) -> dict[str, float]:
     """Mean ``shapes_motion`` reward and sub-scores of clips sampled from an omni-rl video model; with
     ``grid_path`` also a PNG, one clip per cell with its frames side by side."""
-    from omni_rl_shapes.motion_reward import ShapesMotionReward
+    from omni_rl_shapes.motion.reward import ShapesMotionReward
 
     clip_prompts, clips = sample_model(model, prompts, settings)
     result = ShapesMotionReward()(clips, clip_prompts)

@@ -3,7 +3,7 @@
 :mod:`pretrain` is one recipe (VAE stage, flow matching, evaluations, stop rule); the world decides its prompt
 sets, how a training sample is drawn (clean, or with the last stage's flaw) and how a VAE round trip is scored.
 The image world's flaw is stray objects (``--stray-rate``, ``--strays``); the motion world's is one of
-:data:`motion_render.Flaw` (``--flaw``, ``--flaw-rate``), e.g. clips that move the wrong way.
+:data:`omni_rl_shapes.motion.render.Flaw` (``--flaw``, ``--flaw-rate``), e.g. clips that move the wrong way.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
-from omni_rl_shapes.motion_render import DISTANCE_RANGE
+from omni_rl_shapes.motion.render import DISTANCE_RANGE
 
-#: the values of ``--flaw`` (motion_render.Flaw)
+#: the values of ``--flaw`` (omni_rl_shapes.motion.render.Flaw)
 MOTION_FLAWS = ("reverse", "still", "flicker", "recolor")
 #: offset of the generator that decides whether a motion training clip is flawed (apart from its layout's seed)
 _FLAW_SEED = 7_919
@@ -70,33 +70,33 @@ class ImageWorld:
 
 @attrs.frozen
 class MotionWorld:
-    """Clips of single-object motion prompts (:mod:`motion_prompts`), ``frames`` long, each object travelling a
-    distance drawn from ``travel`` (fractions of the side), with a motion flaw."""
+    """Clips of single-object motion prompts (:mod:`omni_rl_shapes.motion.prompts`), ``frames`` long, each object
+    travelling a distance drawn from ``travel`` (fractions of the side), with a motion flaw."""
 
     frames: int = 5
     travel: tuple[float, float] = DISTANCE_RANGE
     name: str = "motion"
 
     def prompts(self, split: str) -> list[str]:
-        from omni_rl_shapes.motion_prompts import read_motion_prompts
+        from omni_rl_shapes.motion.prompts import read_motion_prompts
 
         return read_motion_prompts(split)
 
     def render(self, prompt: str, size: int, seed: int) -> np.ndarray:
-        from omni_rl_shapes.motion_render import render_clip
+        from omni_rl_shapes.motion.render import render_clip
 
         return render_clip(prompt, size, self.frames, seed, travel=self.travel)
 
     def render_train(self, prompt: str, size: int, seed: int, args: Any) -> np.ndarray:
         """A clean clip, or with probability ``--flaw-rate`` the ``--flaw`` one; the coin has its own generator,
         so a clip's layout and travel are the same flawed or not."""
-        from omni_rl_shapes.motion_render import render_clip
+        from omni_rl_shapes.motion.render import render_clip
 
         flawed = args.flaw is not None and np.random.default_rng([_FLAW_SEED, seed]).random() < args.flaw_rate
         return render_clip(prompt, size, self.frames, seed, flaw=args.flaw if flawed else None, travel=self.travel)
 
     def scores(self, samples: np.ndarray, prompts: Sequence[str]) -> list[float]:
-        from omni_rl_shapes.motion_verify import verify_clip
+        from omni_rl_shapes.motion.verify import verify_clip
 
         return [verify_clip(clip, p).score for clip, p in zip(samples, prompts, strict=True)]
 
