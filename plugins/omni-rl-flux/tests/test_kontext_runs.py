@@ -1,6 +1,7 @@
 """Whole ``flux_kontext`` runs through the CLI: docs/examples/kontext_tiny.toml (Flow-GRPO on edit rows whose
 sources have four sizes) for 2 steps, its sample grid (each source beside its result), the LoRA the run writes
-loaded by ``FluxKontextPipeline.load_lora_weights``, 1 vs 2 workers (slow), and the FLUX.1-Kontext-dev recipe
+loaded by ``FluxKontextPipeline.load_lora_weights``, 1 vs 2 workers (slow), a rollout worker apart from the policy
+worker at staleness 1 and 0 (slow: the sources travel in the rollout request), and the FLUX.1-Kontext-dev recipe
 validated with ``omni-rl check``."""
 
 from __future__ import annotations
@@ -66,16 +67,21 @@ def test_tiny_example_runs_two_steps(tiny_run) -> None:
     assert all(r["reward/std"] > 0 for r in rows)  # JPEG compressibility varies on the noise
 
 
-def test_the_sample_grid_shows_each_source_beside_its_result(tiny_run) -> None:
-    """A cell holds the source panel and the 40 px result side by side (80 px, upscaled by 128 // 80 = 1); a grid of
-    results alone would have 120 px cells (40 px upscaled by 3). Two columns: the group size."""
-    out, _ = tiny_run
-    grid = np.asarray(Image.open(out / "samples_step_1.png").convert("RGB"))
+def _source_beside_result(grid: np.ndarray) -> None:
+    """A step's sample grid, colocated or from a rollout worker: 80 px cells (source + result), two columns, the
+    first cell's source panel light."""
     assert grid.shape[1] == 2 * 2 * SIZE
     # the first cell's source panel (under the title bar: font max(9, min(12, 80 // 12)) = 9, + 10 px) is the
     # light source, not the black of a missing one
     top = 9 + 10
     assert grid[top : top + SIZE, :SIZE].mean() > 100
+
+
+def test_the_sample_grid_shows_each_source_beside_its_result(tiny_run) -> None:
+    """A cell holds the source panel and the 40 px result side by side (80 px, upscaled by 128 // 80 = 1); a grid of
+    results alone would have 120 px cells (40 px upscaled by 3). Two columns: the group size."""
+    out, _ = tiny_run
+    _source_beside_result(np.asarray(Image.open(out / "samples_step_1.png").convert("RGB")))
 
 
 def test_the_lora_the_run_writes_loads_with_the_pipeline(tiny_run, tiny_kontext_path: Path, tmp_path: Path) -> None:
@@ -114,6 +120,43 @@ def test_two_workers_match_one(tiny_run, tiny_kontext_path: Path, tmp_path: Path
         for name, want in expected.items():
             error = torch.linalg.vector_norm(got[name] - want) / max(float(torch.linalg.vector_norm(want)), 1e-12)
             assert error < 1e-4, (step, name, float(error))
+
+
+#: one policy worker and one rollout worker (docs/distributed.md "Rollout workers"), a CPU each: the module's Ray
+APART = ("cluster.rollout_workers=1", "cluster.rollout_cpus_per_worker=1")
+
+
+@pytest.mark.slow
+def test_one_step_off_sampling_carries_the_sources(tiny_kontext_path: Path, tmp_path: Path, ray_cluster) -> None:
+    """Disaggregated at ``max_staleness = 1``: the rollout worker gets each request's condition images (sliced by its
+    select) and samples batch 2 while step 1 trains, with version 0; its step-1 grid shows each source beside its
+    result, as the colocated run's does."""
+    rows = _run(tmp_path / "off", tiny_kontext_path, *APART, "run.max_staleness=1")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["rollout/version"] for r in rows] == [0, 0]
+    assert [r["rollout/staleness"] for r in rows] == [0, 1]
+    assert all(r["actor/grad_norm"] > 0 and r["reward/std"] > 0 for r in rows)
+    # the old log-probs are recomputed with the version that sampled, with the same sources: on-policy to rounding
+    assert all(r["rollout_corr/abs_delta_max"] < 1e-4 for r in rows)
+    _source_beside_result(np.asarray(Image.open(tmp_path / "off" / "samples_step_1.png").convert("RGB")))
+
+
+@pytest.mark.slow
+def test_disaggregated_staleness_0_reproduces_the_colocated_run(tiny_run, tiny_kontext_path: Path, tmp_path) -> None:
+    """As tests/integration/test_rollout_workers.py for the text-only SD3: at ``max_staleness = 0`` the rollout
+    worker (same weights, seeds, sources and chunking: all 4 samples in one batch) gives the colocated step-1 grid bit
+    for bit, the same rewards at every step and the same update metrics to float rounding."""
+    colocated_dir, colocated = tiny_run
+    apart = _run(tmp_path / "apart", tiny_kontext_path, *APART)
+    grid = np.asarray(Image.open(tmp_path / "apart" / "samples_step_1.png").convert("RGB"))
+    _source_beside_result(grid)
+    assert np.array_equal(grid, np.asarray(Image.open(colocated_dir / "samples_step_1.png").convert("RGB")))
+    assert len(colocated) == len(apart) == 2
+    for step, (a, b) in enumerate(zip(colocated, apart, strict=True), start=1):
+        assert a["reward/mean"] == b["reward/mean"] and a["reward/std"] == b["reward/std"], step
+        for key in ("actor/loss", "actor/grad_norm", "actor/ratio_mean"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-9), (step, key)
+        assert b["rollout/version"] == step - 1 and b["rollout/staleness"] == 0
 
 
 def test_the_kontext_dev_recipe_passes_check(tiny_kontext_path: Path) -> None:
