@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,17 @@ def load_condition(ref: ImageRef, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.nd
         scale = math.sqrt(max_pixels / (w * h))
         image = image.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.LANCZOS)
     return np.asarray(image, dtype=np.uint8).copy()
+
+
+def records_conditions(records: Sequence[Any], max_pixels: int = DEFAULT_MAX_PIXELS) -> list[tuple[np.ndarray, ...]]:
+    """Each sample's condition images for a rollout request (``RolloutRequest.conditions``), decoded once per
+    distinct record (a group repeats its record); empty when no record has any, so a text-only request stays
+    text-only. ``records``: prompt records (``PromptRecord``), one per sample. The trainer and ``omni-rl eval``
+    build their requests with it."""
+    if not any(record.images for record in records):
+        return []
+    decoded: dict[int, tuple[np.ndarray, ...]] = {}
+    for record in records:
+        if id(record) not in decoded:
+            decoded[id(record)] = tuple(load_condition(ref, max_pixels) for ref in record.images)
+    return [decoded[id(record)] for record in records]

@@ -20,7 +20,7 @@ import numpy as np
 
 from omni_rl.benchmark import BenchmarkSummary, ImageResult
 from omni_rl.data import PromptRecord
-from omni_rl.data_images import load_condition
+from omni_rl.data_images import records_conditions
 from omni_rl.errors import ConfigError, RuntimeFailure
 from omni_rl.evaluation.generator import Generator
 from omni_rl.protocols import Benchmark, RolloutRequest
@@ -59,18 +59,6 @@ def image_seed(seed: int, index: int, sample: int) -> int:
     """Image ``sample`` of prompt ``index``: ``seed + index + 100_003 * sample``, so an evaluation with more
     images per prompt (or a ``--limit`` subset) shares its first images with a smaller one."""
     return seed + index + 100_003 * sample
-
-
-def request_conditions(records: Sequence[PromptRecord]) -> list[tuple[np.ndarray, ...]]:
-    """Each image's condition images (an edit benchmark's sources), decoded once per record as the trainer does;
-    empty when no record has any, so a text-to-image benchmark's request stays text-only."""
-    if not any(record.images for record in records):
-        return []
-    decoded: dict[int, tuple[np.ndarray, ...]] = {}
-    for record in records:
-        if id(record) not in decoded:
-            decoded[id(record)] = tuple(load_condition(ref) for ref in record.images)
-    return [decoded[id(record)] for record in records]
 
 
 def run_eval(
@@ -131,7 +119,7 @@ def _evaluate_chunk(
         record_trajectory=False,
         run_seed=settings.seed,
         metadata=[dict(record.metadata) for _, record, _, _ in jobs],
-        conditions=request_conditions([record for _, record, _, _ in jobs]),
+        conditions=records_conditions([record for _, record, _, _ in jobs]),
     )
     batch = generator.rollout.generate(generator.model, generator.sampler, request)
     images = np.asarray(batch.images.cpu() if hasattr(batch.images, "cpu") else batch.images)

@@ -20,7 +20,7 @@ from omni_rl.config.prompts import check_condition_counts
 from omni_rl.config.schema import ResolvedConfig
 from omni_rl.context import BuildContext
 from omni_rl.data import PromptRecord, PromptSampler, read_prompt_source
-from omni_rl.data_images import load_condition
+from omni_rl.data_images import records_conditions
 from omni_rl.errors import ConfigError, Interrupted, RuntimeFailure, describe_exception
 from omni_rl.protocols import RolloutRequest
 from omni_rl.reporting.console_width import print_whole
@@ -172,7 +172,7 @@ class Trainer:
             record_trajectory=False,
             run_seed=self.config.run.seed,
             metadata=[r.metadata for r in records],
-            conditions=self._conditions(records),
+            conditions=records_conditions(records, self.config.data.condition_max_pixels),
         )
         out = group.rollout(request)
         scored = self._score(out.images, records, prompts, run_dir, conditions=request.conditions)
@@ -205,21 +205,9 @@ class Trainer:
             record_trajectory=self.loss.requirements.inputs == "trajectory",
             run_seed=self.config.run.seed,
             metadata=[rec.metadata for rec in sample_records],
-            conditions=self._conditions(sample_records),
+            conditions=records_conditions(sample_records, self.config.data.condition_max_pixels),
         )
         return records, request
-
-    def _conditions(self, records: list[PromptRecord]) -> list[tuple[np.ndarray, ...]]:
-        """Each sample's condition images, decoded once per distinct record (a group repeats its record); empty
-        when no record has any (a text-only request)."""
-        if not any(rec.images for rec in records):
-            return []
-        decoded: dict[int, tuple[np.ndarray, ...]] = {}
-        max_pixels = self.config.data.condition_max_pixels
-        for rec in records:
-            if id(rec) not in decoded:
-                decoded[id(rec)] = tuple(load_condition(ref, max_pixels) for ref in rec.images)
-        return [decoded[id(rec)] for rec in records]
 
     def train_step(
         self, group: WorkerGroup, step: int, run_dir: Path, logger: MetricsLogger | None = None

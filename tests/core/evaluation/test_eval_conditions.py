@@ -14,9 +14,9 @@ from PIL import Image
 from omni_rl.batch import RolloutBatch
 from omni_rl.benchmark import BenchmarkSummary, ImageResult, ImageVerdict
 from omni_rl.data import PromptRecord
-from omni_rl.data_images import ImageRef
+from omni_rl.data_images import ImageRef, records_conditions
 from omni_rl.evaluation.generator import Generator
-from omni_rl.evaluation.loop import EvalSettings, request_conditions, run_eval
+from omni_rl.evaluation.loop import EvalSettings, run_eval
 
 
 class Sources:
@@ -89,4 +89,4 @@ def test_condition_images_reach_the_rollout(tmp_path: Path) -> None:
 
 def test_a_text_only_benchmark_sends_no_conditions(tmp_path: Path) -> None:
     assert _run(tmp_path, [PromptRecord("a cat"), PromptRecord("a dog")]).conditions == [[]]
-    assert request_conditions([PromptRecord("a cat")]) == []
+    assert records_conditions([PromptRecord("a cat")]) == []

@@ -17,7 +17,7 @@ import numpy as np
 
 from omni_rl.benchmark import BenchmarkSummary, ImageResult, ImageVerdict, SummaryRow
 from omni_rl.data import PromptRecord, read_prompt_source
-from omni_rl.data_images import load_condition
+from omni_rl.data_images import records_conditions
 from omni_rl_shapes.edit.config import ShapesEditBenchmarkConfig, ShapesEditRewardConfig
 from omni_rl_shapes.edit.reward import SUB_SCORES, ShapesEditReward
 from omni_rl_shapes.edit.tasks import EDIT_KINDS
@@ -44,11 +44,7 @@ class ShapesEditBenchmark:
         return list(self.records)
 
     def score(self, images: np.ndarray, records: Sequence[PromptRecord]) -> list[ImageVerdict]:
-        decoded: dict[int, tuple[np.ndarray, ...]] = {}
-        for r in records:
-            if id(r) not in decoded:
-                decoded[id(r)] = tuple(load_condition(ref) for ref in r.images)
-        conditions = [decoded[id(r)] for r in records]
+        conditions = records_conditions(records) or [() for _ in records]  # each task's source, decoded once
         result = self.reward(
             np.asarray(images), [r.prompt for r in records], [r.metadata for r in records], conditions=conditions
         )
