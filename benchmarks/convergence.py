@@ -36,6 +36,9 @@ CONFIGS = {
     "flow_dppo": "docs/examples/shapes_flow_dppo.toml",
     # text-to-video: Flow-GRPO on the shapes-in-motion Wan model (omni-rl-shapes-motion), the shapes_motion reward
     "shapes_motion": "docs/examples/shapes_motion.toml",
+    # image editing: Flow-GRPO and DiffusionNFT on the shapes edit Qwen-Image-Edit model (omni-rl-shapes-edit)
+    "shapes_edit": "docs/examples/shapes_edit.toml",
+    "shapes_edit_nft": "docs/examples/shapes_edit_nft.toml",
 }
 
 

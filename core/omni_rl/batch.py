@@ -189,6 +189,8 @@ class TrajectoryLossInputs:
     #: sample's loss term before the mean; None = every weight 1 (losses declaring
     #: ``LossRequirements.sample_weights`` honour it)
     weights: Tensor | None = None
+    #: which column of the stored window (0 … W − 1) this call is: a tree rollout's depth (step-level advantages)
+    window_position: int | None = None
 
 
 @attrs.define

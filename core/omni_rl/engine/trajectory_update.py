@@ -216,6 +216,7 @@ class TrajectoryUpdate:
                             extras=micro.extras,
                             step_indices=micro.step_indices[:, j],
                             weights=None if micro.weights is None else micro.weights[:, j],
+                            window_position=j,
                         )
                         out = self.loss(inputs)
                         self.stepper.backward(out.loss, weight)

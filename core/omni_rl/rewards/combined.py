@@ -16,6 +16,7 @@ A failed part counts as one failure, as a failed whole batch does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, NoReturn
@@ -96,23 +97,41 @@ class CombinedReward:
         return any(section.resources for section in self.sections)
 
     def close(self) -> None:
-        """Kill the reward actors this run started (in-driver rewards need nothing)."""
+        """Kill the reward actors this run started, and close the in-driver rewards that hold something outside
+        this process (a reward's optional ``close()``: e.g. the model servers a VLM judge started for the run)."""
         for k, section in enumerate(self.sections):
             if section.resources and self.models[k] is not None:
                 import ray
 
+                with contextlib.suppress(Exception):  # its own servers stopped before it goes (RewardActor.close)
+                    ray.get(self.models[k].close.remote(), timeout=REWARD_ACTOR_TIMEOUT_S)
                 ray.kill(self.models[k])
                 self.models[k] = None
+            elif not section.resources:
+                _close(self.models[k])
 
     def actor_resources(self) -> list[dict[str, float]]:
-        """What each reward actor asks Ray for (the run checks that the cluster has it before starting)."""
-        return [actor_resources(section.resources) for section in self.sections if section.resources]
+        """What each reward actor asks Ray for (the run checks that the cluster has it before starting), and the
+        Ray actors an in-driver reward will start (its optional ``ray_resources()``: a VLM judge's model servers)."""
+        out = [actor_resources(section.resources) for section in self.sections if section.resources]
+        for k, section in enumerate(self.sections):
+            declared = None if section.resources else getattr(self.models[k], "ray_resources", None)
+            if callable(declared):
+                out += [actor_resources(resources) for resources in declared()]
+        return out
 
     def start(self) -> None:
         """Start every reward actor now, all at once, and wait until they hold their resources: a reward that
         cannot be placed fails the run before the first rollout, not after it."""
         import ray
 
+        for k, section in enumerate(self.sections):  # an in-driver reward's optional start() (its model servers)
+            if not section.resources and callable(getattr(self.models[k], "start", None)):
+                try:
+                    self.models[k].start()
+                except BaseException:
+                    self.close()
+                    raise
         waiting = {}
         for k, section in enumerate(self.sections):
             if section.resources and self.models[k] is None:
@@ -274,6 +293,10 @@ class RewardActor:
     def __init__(self, section: ResolvedComponent, ctx: Any) -> None:
         self.model = _by_frames(section, actor_context(ctx, section.resources))
 
+    def close(self) -> None:
+        """The reward's optional ``close()`` (its model servers), before the run kills this actor."""
+        _close(self.model)
+
     def score(
         self,
         images: np.ndarray,
@@ -297,6 +320,18 @@ class RewardActor:
 def _by_frames(section: ResolvedComponent, ctx: Any) -> FrameRewards:
     """The section's reward, scoring videos frame by frame unless it scores videos itself (omni_rl.rewards.frames)."""
     return FrameRewards(section.build(ctx), getattr(section, "aggregate", "mean"))
+
+
+def _close(model: Any) -> None:
+    """A reward's optional ``close()``; a failing one must not hide the run's own outcome."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:
+            import logging
+
+            logging.getLogger(__name__).warning("closing a reward failed: %s", exc)
 
 
 def _ray_get(ref: Any) -> Any:

@@ -21,7 +21,7 @@ class LinearViews:
         self.views = {"old": theta, **views}
         self.calls: list[tuple[str, torch.Tensor, torch.Tensor]] = []
 
-    def __call__(self, view: str, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    def __call__(self, view: str, x_t: torch.Tensor, t: torch.Tensor, samples: Any = None) -> torch.Tensor:
         self.calls.append((view, x_t.detach().clone(), t.detach().clone()))
         if view == "current":
             return self.theta * x_t

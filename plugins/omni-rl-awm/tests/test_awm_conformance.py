@@ -27,8 +27,7 @@ class TestAWMPlugin(PluginConformance):
 class TestAWMLoss(LossConformance):
     @pytest.fixture
     def spec(self) -> LossSpec:
-        (spec,) = hooks.omni_rl_losses()
-        return spec
+        return next(spec for spec in hooks.omni_rl_losses() if spec.name == "awm")
 
     @pytest.fixture(
         params=[
@@ -75,8 +74,7 @@ class TestAWMAlgorithm(AlgorithmConformance):
 
     @pytest.fixture
     def spec(self) -> AlgorithmSpec:
-        (spec,) = hooks.omni_rl_algorithms()
-        return spec
+        return next(spec for spec in hooks.omni_rl_algorithms() if spec.name == "awm")
 
     def test_the_preset_sets_the_reference_learning_rate(self, spec: AlgorithmSpec, registry: Registry) -> None:
         assert self.resolved_preset(spec, registry).file.optim.lr == 3e-4

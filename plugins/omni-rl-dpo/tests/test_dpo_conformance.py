@@ -47,7 +47,15 @@ class TestDPOLoss(LossConformance):
     def spec(self) -> LossSpec:
         return _named(hooks.omni_rl_losses(), "dpo")
 
-    @pytest.fixture(params=[{}, {"pairing": "offline", "timesteps": 2}], ids=["online", "offline"])
+    @pytest.fixture(
+        params=[
+            {},
+            {"pairing": "offline", "timesteps": 2},
+            {"draws_per_pair": 2, "stratified": True, "timestep_range": [0.5, 1.0], "sft_weight": 0.1},
+            {"loser_safeguard": 0.5, "reference": "ema"},
+        ],
+        ids=["online", "offline", "draws-sft", "safeguard-ema"],
+    )
     def options(self, request: pytest.FixtureRequest) -> dict[str, Any]:
         return request.param
 
@@ -66,6 +74,41 @@ class TestDPOLoss(LossConformance):
             generators=[torch.Generator().manual_seed(100 + i) for i in range(n)],
             velocity=ScaledPolicy(),
             extras=component.prepare(rewards, torch.zeros(n), group_ids),
+        )
+
+    def gradient_leaves(self, loss_inputs: Any) -> list[Any]:
+        return [loss_inputs.velocity.a]
+
+
+class TestDGPOLoss(LossConformance):
+    @pytest.fixture
+    def spec(self) -> LossSpec:
+        return _named(hooks.omni_rl_losses(), "dgpo")
+
+    @pytest.fixture(
+        params=[{}, {"reference": "ema", "beta": 2000.0, "draws_per_group": 2, "sft_weight": 0.1}],
+        ids=["frozen", "ema"],
+    )
+    def options(self, request: pytest.FixtureRequest) -> dict[str, Any]:
+        return request.param
+
+    @pytest.fixture
+    def loss_inputs(self, component: Loss) -> ForwardLossInputs:
+        """``batch_size`` samples in groups of 2 with zero-mean advantages (a last odd sample is a group of one)."""
+        n = self.batch_size
+        generator = torch.Generator().manual_seed(0)
+        group_ids = torch.arange(n) // 2
+        advantages = torch.where(torch.arange(n) % 2 == 0, 1.0, -1.0)
+        if n % 2:
+            advantages[-1] = 0.0
+        return ForwardLossInputs(
+            x0=torch.randn((n, *self.latent_shape), generator=generator),
+            advantages=advantages,
+            rewards=advantages,
+            group_ids=group_ids,
+            generators=[torch.Generator().manual_seed(100 + i) for i in range(n)],
+            velocity=ScaledPolicy(),
+            extras=component.prepare(advantages, advantages, group_ids),
         )
 
     def gradient_leaves(self, loss_inputs: Any) -> list[Any]:
@@ -147,12 +190,23 @@ class TestDPOOfflineAlgorithm(AlgorithmConformance):
         assert spec.defaults["loss"]["options"]["pairing"] == "offline"
 
 
+class TestDGPOAlgorithm(AlgorithmConformance):
+    complete_with: ClassVar[dict[str, Any]] = {
+        "model": {"name": "sd3", "options": {"path": "unused/by/resolution"}},
+        "reward": [{"name": "jpeg_compressibility"}],
+    }
+
+    @pytest.fixture
+    def spec(self) -> AlgorithmSpec:
+        return _named(hooks.omni_rl_algorithms(), "dgpo")
+
+
 def test_every_component_has_a_suite() -> None:
     """A component added to hooks.py without a suite above fails here rather than going unchecked."""
     covered = {
-        "omni_rl_losses": {"dpo"},
+        "omni_rl_losses": {"dpo", "dgpo"},
         "omni_rl_rollout_backends": {"preference_pairs"},
-        "omni_rl_algorithms": {"dpo", "dpo_offline"},
+        "omni_rl_algorithms": {"dpo", "dpo_offline", "dgpo"},
     }
     for hook, names in covered.items():
         records: list[ComponentSpec] = getattr(hooks, hook)()

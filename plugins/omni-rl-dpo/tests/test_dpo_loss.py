@@ -79,6 +79,8 @@ def hand_pair(seed: int, x0_w: list[float], x0_l: list[float], a: float = A, b: 
         "reward_rejected": -(BETA / 2) * (etl - erl),
         "policy_mse": (etw + etl) / 2,
         "reference_mse": (erw + erl) / 2,
+        "chosen_error_delta": etw - erw,
+        "rejected_error_delta": etl - erl,
         # d(-log σ(inside))/da = -σ(-inside) · d inside/da = σ(-inside) · (β/2) · (de_w/da - de_l/da)
         "grad_a": sigmoid_neg * (BETA / 2) * (dw - dl),
     }
@@ -107,6 +109,9 @@ def test_loss_metrics_and_gradient_match_the_hand_computation(loss: DPOLoss) -> 
         "reward_rejected": sum(p["reward_rejected"] for p in pairs) / 2,
         "policy_mse": sum(p["policy_mse"] for p in pairs) / 2,
         "reference_mse": sum(p["reference_mse"] for p in pairs) / 2,
+        "chosen_error_delta": sum(p["chosen_error_delta"] for p in pairs) / 2,
+        "rejected_error_delta": sum(p["rejected_error_delta"] for p in pairs) / 2,
+        "velocity_norm_ratio": A / B_REF,  # ‖a·x‖ / ‖b·x‖ for the linear stand-in
         "pairs": 2.0,
         "groups_skipped": 0.0,
     }

@@ -156,3 +156,61 @@ def test_offline_dpo_runs_from_a_preference_file(
     assert rows[1]["actor/reward_margin"] > 0 and rows[1]["actor/implicit_acc"] == 1.0
     resolved = (out / "config.resolved.toml").read_text()
     assert 'pairing = "offline"' in resolved and 'name = "preference_pairs"' in resolved
+
+
+def _shrunk(example: Path, out: Path, model: Path, steps: int = 3, **extra: str) -> list[str]:
+    """``omni-rl run`` arguments for ``steps`` shrunk steps of a shapes example on the tiny SD3."""
+    overrides = {
+        "run.steps": str(steps),
+        "run.output_dir": str(out),
+        "run.eval_every": "0",
+        "run.eval_before_training": "false",
+        "model.name": '"sd3"',
+        "model.options.path": str(model),
+        "reward.0.name": '"jpeg_compressibility"',
+        "rollout.options.group_size": "3",
+        "rollout.options.steps": "3",
+        "data.prompts_per_step": "2",
+        "log.image_every": "0",
+        **extra,
+    }
+    args = ["run", str(example)]
+    for key, value in overrides.items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def test_synced_reference_is_the_policy_at_each_step_start_and_is_checkpointed(
+    tmp_path: Path, tiny_sd3_path: Path, ray_cluster: None
+) -> None:
+    """The on-policy self-check of reference = "synced" with a sync every step and one optimizer step per step:
+    each step's update starts with the reference equal to the policy, so every step's loss is log 2 and the two
+    errors agree, while the policy does move; the reference adapter ("old") is in the checkpoint."""
+    out = tmp_path / "synced"
+    extra = {
+        "loss.options.reference": '"synced"',
+        "loss.options.min_reward_spread": "0.0",
+        "loss.options.timesteps": "1",
+    }
+    assert main(_shrunk(EXAMPLE, out, tiny_sd3_path, **extra)) == 0
+    rows = _rows(out)
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    for row in rows:
+        assert row["actor/loss"] == pytest.approx(math.log(2.0), rel=1e-5)
+        assert row["actor/policy_mse"] == pytest.approx(row["actor/reference_mse"], rel=1e-5)
+        assert row["actor/velocity_norm_ratio"] == pytest.approx(1.0, rel=1e-5)
+    from safetensors.torch import load_file
+
+    adapters = load_file(str(out / "checkpoints" / "step_3" / "worker_0" / "adapters.safetensors"))
+    assert adapters and all(".old." in name for name in adapters)
+
+
+def test_the_dgpo_example_runs_three_shrunk_steps(tmp_path: Path, tiny_sd3_path: Path, ray_cluster: None) -> None:
+    example = EXAMPLE.with_name("shapes_dgpo.toml")
+    out = tmp_path / "dgpo"
+    assert main(_shrunk(example, out, tiny_sd3_path)) == 0
+    rows = _rows(out)
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert rows[0]["actor/loss"] == pytest.approx(math.log(2.0), rel=1e-5)  # LoRA zero: policy = reference
+    assert rows[0]["actor/groups"] == 2.0
+    assert rows[2]["actor/policy_mse"] != rows[2]["actor/reference_mse"]

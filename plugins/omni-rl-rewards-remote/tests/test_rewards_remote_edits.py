@@ -245,6 +245,15 @@ def test_http_sends_no_sources_unless_asked(edit_server: dict[str, Any]) -> None
 
 
 class TestEditJudgeConformance(RewardConformance):
+    def test_config_structures_from_empty_options_when_all_fields_have_defaults(self, spec: Any) -> None:
+        """Every field has a default, but one of base_url and server is required (a rule attrs cannot state):
+        empty options are refused, naming both."""
+        from omni_rl.config import structure_options
+        from omni_rl.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="set base_url"):
+            structure_options(spec, {})
+
     @pytest.fixture
     def spec(self) -> Any:
         return _spec("vlm_judge")

@@ -137,6 +137,15 @@ class TestHttpConformance(RewardConformance):
 
 
 class TestVlmJudgeConformance(RewardConformance):
+    def test_config_structures_from_empty_options_when_all_fields_have_defaults(self, spec: Any) -> None:
+        """Every field has a default, but one of base_url and server is required (a rule attrs cannot state):
+        empty options are refused, naming both."""
+        from omni_rl.config import structure_options
+        from omni_rl.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="set base_url"):
+            structure_options(spec, {})
+
     @pytest.fixture
     def spec(self) -> Any:
         (spec,) = [s for s in hooks.omni_rl_reward_models() if s.name == "vlm_judge"]

@@ -131,3 +131,33 @@ def test_a_wrong_number_of_scores_is_a_failure_naming_the_reward(rewards_from) -
     combined.models[1] = lambda images, prompts, metadata: np.zeros(len(prompts) - 1)
     with pytest.raises(RuntimeFailure, match="returned 2 scores for 3 images"):  # a bug, not a failed batch
         combined(IMAGES, PROMPTS, [{}] * 3)
+
+
+class _ServedReward:
+    """A reward holding something outside the process (a model server): optional start / close / ray_resources."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def start(self) -> None:
+        self.events.append("start")
+
+    def close(self) -> None:
+        self.events.append("close")
+
+    def ray_resources(self) -> list[dict[str, float]]:
+        return [{"CPU": 0.0, "GPU": 1.0}, {"CPU": 0.0, "GPU": 1.0}]
+
+    def __call__(self, images: np.ndarray, prompts: Sequence[str], metadata: Sequence[Mapping[str, Any]]) -> Any:
+        return np.ones(len(prompts))
+
+
+def test_an_in_driver_reward_is_started_closed_and_its_ray_actors_counted() -> None:
+    served = _ServedReward()
+    spec = RewardSpec(name="served", factory=lambda config, ctx: served, config=DarknessConfig, summary="")
+    section = ResolvedComponent(kind="reward", name="served", spec=spec, options=DarknessConfig())
+    rewards = CombinedReward([section], None)
+    assert rewards.actor_resources() == [{"CPU": 0.0, "GPU": 1.0}, {"CPU": 0.0, "GPU": 1.0}]
+    rewards.start()
+    rewards.close()
+    assert served.events == ["start", "close"]

@@ -1,4 +1,4 @@
-"""Hook implementations: the ``awm`` loss and the ``awm`` algorithm preset.
+"""Hook implementations: the ``awm``, ``elbo_pg`` and ``v_grpo`` losses and their algorithm presets.
 
 Only the option class (attrs, stdlib) and the preset table are imported here; torch and the loss are imported
 inside the factory, so listing plugins and checking configs stay fast and work without torch.
@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from omni_rl import AlgorithmSpec, LossSpec, hookimpl
 from omni_rl_awm.config import AWMLossConfig
-from omni_rl_awm.presets import awm_defaults
+from omni_rl_awm.elbo_config import ELBOPGLossConfig, VGRPOLossConfig
+from omni_rl_awm.presets import awm_defaults, elbo_pg_defaults, v_grpo_defaults
 
 if TYPE_CHECKING:
+    from omni_rl_awm.elbo_loss import ELBOPolicyLoss
     from omni_rl_awm.loss import AWMLoss
 
 
@@ -20,6 +22,12 @@ def _build_awm_loss(config: AWMLossConfig, ctx: Any) -> AWMLoss:
     from omni_rl_awm.loss import AWMLoss
 
     return AWMLoss(config)
+
+
+def _build_elbo_loss(config: ELBOPGLossConfig | VGRPOLossConfig, ctx: Any) -> ELBOPolicyLoss:
+    from omni_rl_awm.elbo_loss import ELBOPolicyLoss
+
+    return ELBOPolicyLoss(config)
 
 
 @hookimpl
@@ -31,7 +39,19 @@ def omni_rl_losses() -> list[LossSpec]:
             config=AWMLossConfig,
             summary="advantage weighted matching: clipped ratio of time-weighted flow-matching losses, "
             "optional KL and EMA anchor",
-        )
+        ),
+        LossSpec(
+            name="elbo_pg",
+            factory=_build_elbo_loss,
+            config=ELBOPGLossConfig,
+            summary="ELBO policy gradient (EPG/PEPG): advantage-weighted Monte-Carlo ELBO of the final sample",
+        ),
+        LossSpec(
+            name="v_grpo",
+            factory=_build_elbo_loss,
+            config=VGRPOLossConfig,
+            summary="V-GRPO: clipped ratio of whole-generation ELBOs, group-shared stratified draws, soft clip",
+        ),
     ]
 
 
@@ -42,5 +62,15 @@ def omni_rl_algorithms() -> list[AlgorithmSpec]:
             name="awm",
             summary="AWM: ode rollouts, grpo advantages, awm loss (ghuber weighting, KL and EMA anchor)",
             defaults=awm_defaults(),
-        )
+        ),
+        AlgorithmSpec(
+            name="elbo_pg",
+            summary="ELBO PG: ode rollouts without CFG, grpo advantages, elbo_pg loss (EPG)",
+            defaults=elbo_pg_defaults(),
+        ),
+        AlgorithmSpec(
+            name="v_grpo",
+            summary="V-GRPO: ode rollouts without CFG, grpo advantages, v_grpo loss",
+            defaults=v_grpo_defaults(),
+        ),
     ]

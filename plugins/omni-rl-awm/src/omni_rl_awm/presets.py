@@ -51,3 +51,24 @@ def awm_defaults() -> dict[str, dict[str, Any]]:
         },
         "optim": {"lr": 3e-4},
     }
+
+
+def _elbo_sections(loss: str) -> dict[str, dict[str, Any]]:
+    """ODE rollouts without CFG (the ELBO PG paper trains CFG-free), grpo advantages, the named ELBO loss."""
+    return {
+        "sampler": {"name": "ode", "options": {}},
+        "rollout": {"name": "diffusers", "options": {"group_size": 8, "steps": 10, "cfg": 1.0}},
+        "advantage": {"name": "grpo", "options": {"global_std": False, "std_normalize": True, "eps": 1e-4}},
+        "loss": {"name": loss, "options": {}},
+        "optim": {"lr": 3e-4},
+    }
+
+
+def elbo_pg_defaults() -> dict[str, dict[str, Any]]:
+    """``elbo_pg`` (arXiv 2602.04663): ODE rollouts, CFG off, per-group advantages, EPG on a 4-draw ELBO."""
+    return _elbo_sections("elbo_pg")
+
+
+def v_grpo_defaults() -> dict[str, dict[str, Any]]:
+    """``v_grpo`` (arXiv 2604.23380): as ``elbo_pg``'s rollouts, GRPO on the whole-generation ELBO ratio."""
+    return _elbo_sections("v_grpo")

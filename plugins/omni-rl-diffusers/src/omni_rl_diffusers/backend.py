@@ -27,6 +27,7 @@ from omni_rl.protocols import DiffusionModel, RolloutRequest, Sampler
 from omni_rl.seeding import keyed_generator
 from omni_rl_diffusers.config import DiffusersRolloutConfig
 from omni_rl_diffusers.frames import rollout_latent_shape
+from omni_rl_diffusers.tree import branch_noise, check_tree, leaf_positions, node_keys, unique_rows
 
 #: keeps the shared-x_T stream apart from other (seed, step, id)-keyed streams
 _SHARED_NOISE_SALT = 4_242
@@ -67,8 +68,14 @@ class DiffusersRollout:
         n = len(request.prompts)
         batch_size = self._batch_size(model, conditioning, latent_shape, guidance, precision, train, n)
         self.last_batch_size = batch_size if is_auto(cfg.batch_size) else None
+        # tree rollouts (docs/math.md#tree-rollouts): one x_T per group, branching at the window's steps
+        branching = tuple(getattr(sampler, "tree_branching", ()) or ()) if stochastic else ()
+        positions: list[int] = []
+        if branching:
+            check_tree(branching, window, request.group_ids)
+            positions = leaf_positions(request.group_ids)
         shared = None
-        if train and cfg.shared_initial_noise:  # one x_T per group, whichever batch its samples fall in
+        if train and (cfg.shared_initial_noise or branching):  # one x_T per group, whichever batch its samples fall in
             shared = {g: _group_initial_noise(request, g, latent_shape) for g in dict.fromkeys(request.group_ids)}
         for start in range(0, n, batch_size):
             idx = list(range(start, min(start + batch_size, n)))
@@ -80,13 +87,29 @@ class DiffusersRollout:
             cond = conditioning.index(idx)
             chunk_record: list[tuple[torch.Tensor, ...]] = []
             solver = make_solver() if make_solver is not None else None  # keeps this chunk's previous steps
+            chunk_groups = [request.group_ids[i] for i in idx]
+            chunk_positions = [positions[i] for i in idx] if branching else []
             for i in range(num_steps):
                 sigma = sigmas[i].expand(len(idx))
                 sigma_next = sigmas[i + 1].expand(len(idx))
-                with precision:
-                    velocity = model.predict_velocity(x, sigma, cond, guidance).float()
+                if branching:  # one transformer call per distinct tree node of the chunk
+                    done = sum(1 for j in window if j < i)
+                    rows, inverse = unique_rows(node_keys(chunk_groups, chunk_positions, branching, done))
+                    pick = torch.as_tensor(rows, dtype=torch.long, device=x.device)
+                    with precision:
+                        distinct = model.predict_velocity(x[pick], sigma[pick], cond.index(rows), guidance).float()
+                    velocity = distinct[inverse.to(distinct.device)]
+                else:
+                    with precision:
+                        velocity = model.predict_velocity(x, sigma, cond, guidance).float()
                 if stochastic and i in window:
-                    noise = _per_sample_randn(generators, latent_shape).to(model.device)
+                    if branching:
+                        depth = i - window.start
+                        child = node_keys(chunk_groups, chunk_positions, branching, depth + 1)
+                        noise = branch_noise(request.run_seed, request.step, child, depth, latent_shape)
+                        noise = noise.to(model.device)
+                    else:
+                        noise = _per_sample_randn(generators, latent_shape).to(model.device)
                     out = sampler.step(
                         x, velocity, sigma, sigma_next, sigma_max=sigmas[1].expand(len(idx)), noise=noise
                     )

@@ -1,4 +1,4 @@
-"""Hook implementations: the ``dpo`` loss, the ``preference_pairs`` rollout backend and the two presets.
+"""Hook implementations: the ``dpo`` and ``dgpo`` losses, the ``preference_pairs`` rollout backend and the two presets.
 
 Only the option classes (attrs, stdlib) are imported here; torch and the component code are imported inside the
 factories, so listing plugins stays fast and works without torch.
@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from omni_rl import AlgorithmSpec, LossSpec, RolloutSpec, hookimpl
-from omni_rl_dpo.config import DPOLossConfig, PreferencePairsConfig
-from omni_rl_dpo.presets import dpo_defaults, dpo_offline_defaults
+from omni_rl_dpo.config import DGPOLossConfig, DPOLossConfig, PreferencePairsConfig
+from omni_rl_dpo.presets import dgpo_defaults, dpo_defaults, dpo_offline_defaults
 
 if TYPE_CHECKING:
+    from omni_rl_dpo.dgpo import DGPOLoss
     from omni_rl_dpo.loss import DPOLoss
     from omni_rl_dpo.preference_rollout import PreferencePairsRollout
 
@@ -21,6 +22,12 @@ def _build_dpo_loss(config: DPOLossConfig, ctx: Any) -> DPOLoss:
     from omni_rl_dpo.loss import DPOLoss
 
     return DPOLoss(config)
+
+
+def _build_dgpo_loss(config: DGPOLossConfig, ctx: Any) -> DGPOLoss:
+    from omni_rl_dpo.dgpo import DGPOLoss
+
+    return DGPOLoss(config)
 
 
 def _build_preference_pairs(config: PreferencePairsConfig, ctx: Any) -> PreferencePairsRollout:
@@ -37,7 +44,13 @@ def omni_rl_losses() -> list[LossSpec]:
             factory=_build_dpo_loss,
             config=DPOLossConfig,
             summary="Diffusion-DPO (flow form): shared t and noise per (chosen, rejected) pair, reference view",
-        )
+        ),
+        LossSpec(
+            name="dgpo",
+            factory=_build_dgpo_loss,
+            config=DGPOLossConfig,
+            summary="Group-level DPO: every sample of a group, advantage-weighted, one sigmoid per group",
+        ),
     ]
 
 
@@ -65,5 +78,10 @@ def omni_rl_algorithms() -> list[AlgorithmSpec]:
             name="dpo_offline",
             summary="offline Diffusion-DPO on a preference .jsonl (prompt, chosen, rejected images)",
             defaults=dpo_offline_defaults(),
+        ),
+        AlgorithmSpec(
+            name="dgpo",
+            summary="online group-level DPO: ode rollouts in groups of 8, all samples advantage-weighted, beta 100",
+            defaults=dgpo_defaults(),
         ),
     ]

@@ -32,7 +32,8 @@ from omni_rl.errors import RuntimeFailure
 from omni_rl.protocols import LossRequirements
 from omni_rl_dpo import pairing
 from omni_rl_dpo.config import DPOLossConfig
-from omni_rl_dpo.draws import pair_draw
+from omni_rl_dpo.draws import draws
+from omni_rl_dpo.reference import ReferencePolicy
 
 
 @attrs.frozen
@@ -95,24 +96,116 @@ _PAIR_HINT = (
 )
 
 
+#: the metrics every dpo call logs besides the pair counts
+METRICS = (
+    "implicit_acc",
+    "reward_margin",
+    "reward_chosen",
+    "reward_rejected",
+    "policy_mse",
+    "reference_mse",
+    "chosen_error_delta",
+    "rejected_error_delta",
+    "velocity_norm_ratio",
+)
+
+
+@attrs.frozen
+class SampleErrors:
+    """Per evaluated sample (shape (S,)), averaged over its D draws."""
+
+    #: flow-matching error of the current policy (with gradients) and of the reference
+    e_theta: Tensor
+    e_ref: Tensor
+    #: ‖v_θ‖ / ‖v_ref‖ (NormGuard's velocity-norm ratio)
+    norm_ratio: Tensor
+    #: v_θ - u of every draw, detached, (S, D·numel): the output-space gradient of e (up to a constant)
+    grad: Tensor
+
+
+def pair_errors(
+    inputs: ForwardLossInputs, samples: Tensor, first: Tensor, draw_of: Tensor, cfg: Any, *, view: str
+) -> SampleErrors:
+    """Evaluate ``samples`` (positions into the micro-batch) at D shared draws each: draw j of sample i comes from
+    ``inputs.generators[first[draw_of[i]]]``. ``cfg`` carries logit_mean / logit_std / timestep_range / stratified /
+    timesteps and ``draws_per_pair`` (dpo) or ``draws_per_group`` (dgpo)."""
+    count = getattr(cfg, "draws_per_pair", None) or cfg.draws_per_group
+    x0 = inputs.x0.float()
+    shape = tuple(x0.shape[1:])
+    made = [
+        draws(
+            inputs.generators[i],
+            shape,
+            count=count,
+            timestep_index=inputs.timestep_index,
+            timesteps=cfg.timesteps,
+            mean=cfg.logit_mean,
+            std=cfg.logit_std,
+            time_range=cfg.timestep_range,
+            stratified=cfg.stratified,
+        )
+        for i in first.tolist()
+    ]
+    draw_of = draw_of.to(x0.device)
+    n = samples.numel()
+    # rows are draw-major: row d·n + i is sample i at its d-th draw
+    t = torch.stack([m[0] for m in made]).to(x0.device)[draw_of].T.reshape(-1)
+    noise = torch.stack([m[1] for m in made]).to(x0.device)[draw_of].transpose(0, 1).reshape(n * count, *shape)
+    clean = x0[samples].repeat(count, *([1] * len(shape)))
+    rows = samples.repeat(count)
+    expand = t.view(-1, *([1] * len(shape)))
+    x_t = (1.0 - expand) * clean + expand * noise
+    target = noise - clean
+    v_theta = inputs.velocity("current", x_t, t, rows)
+    with torch.no_grad():
+        v_ref = inputs.velocity(view, x_t, t, rows)
+    e_theta = flow_matching_error(v_theta, target).view(count, n).mean(dim=0)
+    e_ref = flow_matching_error(v_ref, target).view(count, n).mean(dim=0)
+    with torch.no_grad():
+        norms = v_theta.detach().float().flatten(1).norm(dim=1) / v_ref.float().flatten(1).norm(dim=1).clamp_min(1e-12)
+        grad = (v_theta.detach().float() - target).reshape(count, n, -1).transpose(0, 1).reshape(n, -1)
+    return SampleErrors(e_theta, e_ref, norms.view(count, n).mean(dim=0), grad)
+
+
+def safeguard_scale(grad_w: Tensor, grad_l: Tensor, mu: float) -> Tensor:
+    """Diffusion-SDPO's loser-gradient scale per pair (docs/math.md#dpo-safeguards): λ = min(1, μ·‖g_w‖² /
+    <g_w, g_l>) where <g_w, g_l> > 0, else 1, so that the step -(∇e_w - λ∇e_l) does not raise e_w to first order
+    (taken in output space: g = v_θ - u of each sample's draws)."""
+    dot = (grad_w * grad_l).sum(dim=1)
+    sq = grad_w.pow(2).sum(dim=1)
+    safe = torch.where(dot > 0, mu * sq / dot.clamp_min(1e-30), torch.ones_like(dot))
+    return safe.clamp(max=1.0)
+
+
 class DPOLoss:
     """Diffusion-DPO on pairs; evaluates the current policy (with gradients) and the reference (without)."""
 
     def __init__(self, config: DPOLossConfig) -> None:
         self.config = config
+        self.reference = ReferencePolicy(
+            config.reference,
+            sync_every=config.reference_sync_every,
+            ema_decay=config.reference_ema_decay,
+            loss_name="dpo",
+        )
         self.requirements = LossRequirements(
             inputs="forward",
-            views=frozenset({"current", "reference"}),
+            views=frozenset({"current", self.reference.view}),
             timesteps=config.timesteps,
             batch_unit="group",
+            rollout_view=self.reference.rollout_view,  # type: ignore[arg-type]
         )
 
     def setup(self, model: Any) -> None:
-        """Full fine-tuning has no adapters to switch off: ask the model to keep a frozen reference copy now,
-        before a checkpoint is loaded, so the reference is the pretrained model (a no-op with LoRA)."""
-        keep = getattr(model, "keep_reference_copy", None)
-        if keep is not None:
-            keep()
+        """The reference: under full fine-tuning a frozen copy kept now, before a checkpoint is loaded (a no-op
+        with LoRA); a moving reference's adapter (:mod:`omni_rl_dpo.reference`)."""
+        self.reference.setup(model)
+
+    def before_update(self, model: Any, step: int) -> None:
+        self.reference.before_update(model, step)
+
+    def after_update(self, model: Any, update_index: int) -> None:
+        self.reference.after_update(model)
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:
         """The pairs of the whole batch (see :mod:`omni_rl_dpo.pairing`); advantages are not used."""
@@ -123,6 +216,7 @@ class DPOLoss:
         return pairing.pair_by_reward(rewards, group_ids, min_spread=self.config.min_reward_spread)
 
     def __call__(self, inputs: ForwardLossInputs) -> LossOutput:
+        cfg = self.config
         extras = inputs.extras
         if pairing.ROLE not in extras:
             raise RuntimeFailure(
@@ -136,7 +230,7 @@ class DPOLoss:
             "pairs": float(extras[pairing.PAIRS][0]),
             "groups_skipped": float(extras[pairing.GROUPS_SKIPPED][0]),
         }
-        if self.config.pairing == "all_pairs":
+        if cfg.pairing == "all_pairs":
             samples, first, draw_of, chosen_at, rejected_at = self._all_pairs(roles, inputs, extras)
         else:
             chosen, rejected = match_pairs(roles, inputs.group_ids)
@@ -148,36 +242,25 @@ class DPOLoss:
         if chosen_at.numel() == 0:
             return self._no_pairs(inputs, counts)
 
-        # One (t, ε) per pair, or per group with all_pairs: drawn from the generator of ``first`` (the pair's chosen
-        # sample; the group's first member), repeated for every sample that shares it.
-        x0 = inputs.x0.float()
-        draws = [
-            pair_draw(
-                inputs.generators[i],
-                tuple(x0.shape[1:]),
-                mean=self.config.logit_mean,
-                std=self.config.logit_std,
-            )
-            for i in first.tolist()
-        ]
-        draw_of = draw_of.to(x0.device)
-        t = torch.cat([d[0] for d in draws]).to(x0.device)[draw_of]
-        noise = torch.stack([d[1] for d in draws]).to(x0.device)[draw_of]
-        clean = x0[samples]
-        expand = t.view(-1, *([1] * (clean.ndim - 1)))
-        x_t = (1.0 - expand) * clean + expand * noise
-        target = noise - clean
-
-        e_theta = flow_matching_error(inputs.velocity("current", x_t, t, samples), target)
-        with torch.no_grad():
-            e_ref = flow_matching_error(inputs.velocity("reference", x_t, t, samples), target)
-        win, lose = chosen_at.to(e_theta.device), rejected_at.to(e_theta.device)
-        terms = dpo_terms(e_theta[win], e_theta[lose], e_ref[win], e_ref[lose], self.config.beta)
+        # D = draws_per_pair (t, ε) per pair, or per group with all_pairs: drawn from the generator of ``first``
+        # (the pair's chosen sample; the group's first member), shared by every sample of the pair or group.
+        errors = pair_errors(inputs, samples, first, draw_of, cfg, view=self.reference.view)
+        win, lose = chosen_at.to(errors.e_theta.device), rejected_at.to(errors.e_theta.device)
+        e_theta_l = errors.e_theta[lose]
+        loser_scale = None
+        if cfg.loser_safeguard > 0:
+            loser_scale = safeguard_scale(errors.grad[win], errors.grad[lose], cfg.loser_safeguard)
+            e_theta_l = e_theta_l.detach() + loser_scale * (e_theta_l - e_theta_l.detach())
+        terms = dpo_terms(errors.e_theta[win], e_theta_l, errors.e_ref[win], errors.e_ref[lose], cfg.beta)
+        per_pair = terms.loss
+        if cfg.sft_weight > 0:
+            per_pair = per_pair + cfg.sft_weight * errors.e_theta[win]
 
         # Sum over pairs x (N / P) / B: see pairing's docstring for why this is the exact mean over the batch.
-        scale = extras[pairing.WEIGHT][samples[chosen_at]].float().to(e_theta.device) / batch
-        loss = (scale * terms.loss).sum()
+        scale = extras[pairing.WEIGHT][samples[chosen_at]].float().to(errors.e_theta.device) / batch
+        loss = (scale * per_pair).sum()
         with torch.no_grad():
+            e_theta, e_ref = errors.e_theta, errors.e_ref
             metrics: dict[str, Any] = {
                 "implicit_acc": float((scale * (terms.inside > 0).float()).sum()),
                 "reward_margin": float((scale * terms.inside).sum()),
@@ -185,8 +268,15 @@ class DPOLoss:
                 "reward_rejected": float((scale * terms.reward_rejected).sum()),
                 "policy_mse": float((scale * 0.5 * (e_theta[win] + e_theta[lose])).sum()),
                 "reference_mse": float((scale * 0.5 * (e_ref[win] + e_ref[lose])).sum()),
+                "chosen_error_delta": float((scale * (e_theta[win] - e_ref[win])).sum()),
+                "rejected_error_delta": float((scale * (e_theta[lose] - e_ref[lose])).sum()),
+                "velocity_norm_ratio": float((scale * 0.5 * (errors.norm_ratio[win] + errors.norm_ratio[lose])).sum()),
                 **counts,
             }
+            if cfg.sft_weight > 0:
+                metrics["sft_mse"] = float((scale * e_theta[win]).sum())
+            if loser_scale is not None:
+                metrics["loser_scale"] = float((scale * loser_scale).sum())
         return LossOutput(loss=loss, metrics=metrics)
 
     def _all_pairs(
@@ -231,22 +321,25 @@ class DPOLoss:
         )
 
     def _no_pairs(self, inputs: ForwardLossInputs, counts: dict[str, float]) -> LossOutput:
-        """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.
+        names = [*METRICS, *(["sft_mse"] if self.config.sft_weight > 0 else [])]
+        names += ["loser_scale"] if self.config.loser_safeguard > 0 else []
+        return zero_loss(inputs, self.reference.view, names, counts)
 
-        A micro-batch of skipped groups must still backpropagate (zero) gradients, so that workers summing
-        gradients see every parameter. When no micro-batch of an optimizer step on any worker has a pair, the
-        summed gradient is exactly zero and the update skips that optimizer step (``no_signal_steps``), so AdamW's
-        momentum and weight decay do not move the weights without a preference. It also runs the reference
-        forward a micro-batch with pairs runs: with the model sharded by FSDP2 every forward is a collective, so
-        every worker must run the same views in the same order.
-        """
-        first = torch.zeros(1, dtype=torch.long, device=inputs.x0.device)
-        x = inputs.x0[:1].float()
-        t = torch.full((1,), 0.5, device=x.device)
-        v = inputs.velocity("current", x, t, first)
-        with torch.no_grad():
-            inputs.velocity("reference", x, t, first)
-        zeros = dict.fromkeys(
-            ("implicit_acc", "reward_margin", "reward_chosen", "reward_rejected", "policy_mse", "reference_mse"), 0.0
-        )
-        return LossOutput(loss=0.0 * v.sum(), metrics={**zeros, **counts})
+
+def zero_loss(inputs: ForwardLossInputs, view: str, names: list[str], counts: dict[str, float]) -> LossOutput:
+    """A zero loss that still reaches every trained weight: one current-policy forward of one sample times 0.
+
+    A micro-batch of skipped groups must still backpropagate (zero) gradients, so that workers summing
+    gradients see every parameter. When no micro-batch of an optimizer step on any worker has a pair, the
+    summed gradient is exactly zero and the update skips that optimizer step (``no_signal_steps``), so AdamW's
+    momentum and weight decay do not move the weights without a preference. It also runs the reference
+    forward a micro-batch with pairs runs: with the model sharded by FSDP2 every forward is a collective, so
+    every worker must run the same views in the same order (its reference ``view``: frozen, synced or EMA).
+    """
+    first = torch.zeros(1, dtype=torch.long, device=inputs.x0.device)
+    x = inputs.x0[:1].float()
+    t = torch.full((1,), 0.5, device=x.device)
+    v = inputs.velocity("current", x, t, first)
+    with torch.no_grad():
+        inputs.velocity(view, x, t, first)
+    return LossOutput(loss=0.0 * v.sum(), metrics={**dict.fromkeys(names, 0.0), **counts})

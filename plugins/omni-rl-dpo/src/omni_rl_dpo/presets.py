@@ -1,4 +1,4 @@
-"""The ``dpo`` (online) and ``dpo_offline`` algorithm presets.
+"""The ``dpo`` (online), ``dpo_offline`` and ``dgpo`` algorithm presets.
 
 Sources and choices:
 
@@ -45,4 +45,15 @@ def dpo_offline_defaults() -> dict[str, dict[str, Any]]:
             "name": "dpo",
             "options": {"beta": BETA, "pairing": "offline", "logit_mean": 0.0, "logit_std": 1.0},
         },
+    }
+
+
+def dgpo_defaults() -> dict[str, dict[str, Any]]:
+    """A fresh copy of the ``dgpo`` preset's sections: ODE rollouts in groups of 8 (DGPO trains on ODE samples),
+    ``grpo`` advantages (the loss's weights), β 100 with the frozen reference (the authors' frozen mode)."""
+    return {
+        "sampler": {"name": "ode"},
+        "rollout": {"name": "diffusers", "options": {"group_size": 8, "steps": 10, "cfg": 4.5}},
+        "advantage": {"name": "grpo"},
+        "loss": {"name": "dgpo", "options": {"beta": 100.0, "reference": "frozen"}},
     }

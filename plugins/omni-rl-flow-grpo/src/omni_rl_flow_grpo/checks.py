@@ -6,6 +6,7 @@ Stdlib-only, like ``config.py``: ``hooks.py`` hands these to the registry, and `
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,16 +58,18 @@ def flow_grpo_loss_check(components: Mapping[str, Any]) -> list[str]:
     loss, sampler = components.get("loss"), components.get("sampler")
     if loss is None or sampler is None or not isinstance(loss.options, FlowGRPOLossConfig):
         return []
+    tree = tree_problems(components)
     reach = cps_window_on_last_step(components)
     if loss.options.kl_coef <= 0 or reach is None:
-        return []
+        return tree
     window, steps = reach
     return [
+        *tree,
         f"invalid value: kl_coef = {loss.options.kl_coef:g} with sampler {sampler.name!r}: its SDE window "
         f"({describe_window(window)}) can include the last of the "
         f"{steps} rollout steps, where cps has s = sigma' * sin(eta * pi / 2) = 0 and the KL divides by 2 s^2 "
         f"(a NaN loss); set {keep_window_off_last_step(window, steps)}, or kl_coef = 0, or the flow_sde sampler "
-        "@ $.loss.options.kl_coef"
+        "@ $.loss.options.kl_coef",
     ]
 
 
@@ -84,3 +87,26 @@ def grpo_advantage_check(components: Mapping[str, Any]) -> list[str]:
         "nothing is trained; set group_size to 2 or more (Flow-GRPO uses 16, a small test 4) "
         "@ $.rollout.options.group_size"
     ]
+
+
+def tree_problems(components: Mapping[str, Any]) -> list[str]:
+    """Tree rollouts (docs/math.md#tree-rollouts): the loss's ``tree_branching`` is the sampler's (the rollout
+    branches, the loss credits each level), and a group holds exactly the tree's leaves."""
+    loss, sampler, rollout = components.get("loss"), components.get("sampler"), components.get("rollout")
+    loss_tree = tuple(getattr(loss.options, "tree_branching", ()) or ())
+    sampler_tree = tuple(getattr(sampler.options, "tree_branching", ()) or ()) if sampler is not None else ()
+    problems = []
+    if loss_tree != sampler_tree:
+        problems.append(
+            f"invalid value: the loss's tree_branching {list(loss_tree)} differs from the sampler's "
+            f"{list(sampler_tree)}: the rollout branches by the sampler's and the loss credits the levels by its own; "
+            "set both to the same list @ $.loss.options.tree_branching"
+        )
+    group_size = getattr(rollout.options, "group_size", None) if rollout is not None else None
+    if sampler_tree and isinstance(group_size, int) and group_size != math.prod(sampler_tree):
+        problems.append(
+            f"invalid value: group_size = {group_size} but tree_branching {list(sampler_tree)} has "
+            f"{math.prod(sampler_tree)} leaves; set group_size = {math.prod(sampler_tree)} "
+            "@ $.rollout.options.group_size"
+        )
+    return problems

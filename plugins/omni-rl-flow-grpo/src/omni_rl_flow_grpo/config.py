@@ -88,3 +88,11 @@ class FlowGRPOLossConfig:
     adv_clip_max: float = attrs.field(default=5.0, converter=float, validator=positive_finite)
     #: β of the KL-to-reference term; > 0 makes the update also evaluate the reference (adapters off)
     kl_coef: float = attrs.field(default=0.0, converter=float, validator=non_negative_finite)
+    #: tree rollouts (docs/math.md#tree-rollouts): the sampler's ``tree_branching``, so that each window step trains
+    #: with its node's advantage (``omni-rl check`` requires the two to match); empty: one advantage per sample
+    tree_branching: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    #: how the leaves' rewards become node advantages: "depth" (normalised over each level) or "sibling" (centred
+    #: on the parent's value)
+    tree_advantage: str = attrs.field(default="depth", validator=attrs.validators.in_(("depth", "sibling")))
+    #: eps of the node advantages' std
+    tree_eps: float = attrs.field(default=1e-4, converter=float, validator=positive_finite)

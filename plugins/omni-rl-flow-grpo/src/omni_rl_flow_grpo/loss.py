@@ -26,6 +26,7 @@ from omni_rl_flow_grpo.kl import with_reference_kl
 from omni_rl_flow_grpo.loss_inputs import log_prob_of, per_sample, weighted
 from omni_rl_flow_grpo.per_step import per_step_means
 from omni_rl_flow_grpo.ppo import clipped_objective, ratio_metrics
+from omni_rl_flow_grpo.tree import TREE_KEY, column_advantages, tree_advantages
 
 
 def _per_sample(t: Tensor, batch: int) -> Tensor:
@@ -42,15 +43,19 @@ class FlowGRPOLoss:
         self.requirements = LossRequirements(inputs="trajectory", views=frozenset(views), sample_weights=True)
 
     def prepare(self, rewards: Tensor, advantages: Tensor, group_ids: Tensor) -> dict[str, Tensor]:
-        """Nothing to precompute: the advantages are used as they are at every trained step."""
-        return {}
+        """Tree rollouts: each sample's step-level advantages (N, D) from the leaves' rewards; otherwise nothing
+        (the advantages are used as they are at every trained step)."""
+        if not self.config.tree_branching:
+            return {}
+        mode, eps = self.config.tree_advantage, self.config.tree_eps
+        return {TREE_KEY: tree_advantages(rewards, group_ids, self.config.tree_branching, mode, eps)}
 
     def __call__(self, inputs: TrajectoryLossInputs) -> LossOutput:
         current = inputs.current
         log_prob = log_prob_of(current, "flow_grpo")
         batch = log_prob.shape[0]
         old_log_prob = _per_sample(inputs.old_log_prob, batch)
-        advantages = _per_sample(inputs.advantages, batch)
+        advantages = _per_sample(column_advantages(inputs.advantages, inputs.extras, inputs.window_position), batch)
 
         clipped_adv = advantages.clamp(-self.config.adv_clip_max, self.config.adv_clip_max)
         ratio = torch.exp(log_prob - old_log_prob)

@@ -2,7 +2,7 @@
 
 The directory is a real diffusers pipeline (``save_pretrained`` of every component, the real classes:
 ``Flux2Transformer2DModel``, ``AutoencoderKLFlux2``, ``Qwen3ForCausalLM``, a Qwen2 tokenizer with Qwen3's chat
-template built offline by :mod:`omni_rl_flux2.tiny_tokenizer`, ``FlowMatchEulerDiscreteScheduler``), so tests
+template built offline by :mod:`omni_rl_pipelines.tiny_qwen3`, ``FlowMatchEulerDiscreteScheduler``), so tests
 exercise the loading code real weights go through, and ``Flux2KleinPipeline.from_pretrained(path)`` runs it end to
 end offline. It keeps what matters for correctness: latents 2x2-patchified on channels and normalised by the VAE's
 batch-norm statistics (random, not the identity), double- and single-stream blocks, 4-axis RoPE over text and image
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 from omni_rl_pipelines.tiny import TINY_MARKER, check_vae_widths, seeded_components, write_tiny_pipeline
+from omni_rl_pipelines.tiny_qwen3 import ENDOFTEXT, IM_END, qwen3_vocab, write_qwen3_tokenizer
 
 from omni_rl.errors import ConfigError
-from omni_rl_flux2.tiny_tokenizer import ENDOFTEXT, IM_END, special_token_ids, vocab, write_qwen3_tokenizer
 
 if TYPE_CHECKING:
     from diffusers import Flux2KleinPipeline
@@ -118,7 +118,7 @@ def _random_pipeline(shape: TinyFlux2KleinShape, *, seed: int, tokenizer_dir: Pa
     from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
     from transformers import AutoTokenizer
 
-    write_qwen3_tokenizer(tokenizer_dir)
+    write_qwen3_tokenizer(tokenizer_dir, extra_files=("chat_template.jinja",))
     transformer, vae, text_encoder = seeded_components(
         seed, lambda: _transformer(shape), lambda: _vae(shape), lambda: _text_encoder(shape)
     )
@@ -174,9 +174,9 @@ def _vae(shape: TinyFlux2KleinShape) -> Any:
 def _text_encoder(shape: TinyFlux2KleinShape) -> Any:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    ids = special_token_ids()
+    ids = qwen3_vocab()
     config = Qwen3Config(
-        vocab_size=len(vocab()),
+        vocab_size=len(ids),
         hidden_size=shape.text_hidden_size,
         intermediate_size=2 * shape.text_hidden_size,
         num_hidden_layers=TEXT_LAYERS,

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from omni_rl.validators import int_between, non_negative_finite, non_negative_int, positive_finite, positive_int
+from omni_rl_rewards_remote.managed.config import ManagedServerConfig
 from omni_rl_rewards_remote.templates import template_problem
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
@@ -25,6 +26,25 @@ SCORINGS: tuple[str, ...] = ("parse", "yes_prob")
 def _http_url(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if not value.startswith(("http://", "https://")):
         raise ValueError(f"{attribute.name} must be an http:// or https:// URL, got {value!r}")
+
+
+def _optional_http_url(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value:
+        _http_url(instance, attribute, value)
+
+
+def _server(instance: Any, attribute: attrs.Attribute, value: ManagedServerConfig | None) -> None:
+    """``server`` and ``base_url`` are the two ways to reach the judge: exactly one of them."""
+    if value is None and not instance.base_url:
+        raise ValueError(
+            'set base_url (a server you run) or server = { engine = "vllm", model = ... } (one omni-rl runs)'
+        )
+    if value is not None and instance.base_url:
+        raise ValueError("set base_url or server, not both: a managed server's address is chosen when it starts")
+    if value is not None and instance.api_key_env:
+        raise ValueError("api_key_env is for a server you run: a managed server gets a new API key every run")
+    if value is None and not instance.model:
+        raise ValueError("model must name the model the server at base_url serves")
 
 
 def _env_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -77,10 +97,11 @@ class RetryOptions:
 class VlmJudgeConfig(RetryOptions):
     """Options of ``vlm_judge``: one chat completion per image, its reply parsed into a score in [0, 1]."""
 
-    #: the server's OpenAI-compatible API root, e.g. "http://localhost:8000/v1" (vLLM, SGLang, OpenAI)
-    base_url: str = attrs.field(validator=_http_url)
-    #: the model name the server knows, e.g. "CodeGoat24/UnifiedReward-qwen-7b"
-    model: str
+    #: the server's OpenAI-compatible API root, e.g. "http://localhost:8000/v1" (vLLM, SGLang, OpenAI); "" with
+    #: ``server``
+    base_url: str = attrs.field(default="", validator=_optional_http_url)
+    #: the model name the server knows, e.g. "CodeGoat24/UnifiedReward-qwen-7b" ("" with ``server``: its model)
+    model: str = ""
     #: a preset ("alignment", "quality", "matches", "ocr"; docs/rewards.md) or your own template with {prompt}
     template: str = attrs.field(default="alignment", validator=_template)
     #: how the reply becomes a score ("" = the preset's): "number" in number_range, "yes_no", "scale_1_5",
@@ -104,6 +125,9 @@ class VlmJudgeConfig(RetryOptions):
     #: "parse": the reply's text read by the parser; "yes_prob": P(yes) / (P(yes) + P(no)) over the top-20 log-probs
     #: of a one-token answer (the server must return log-probs: vLLM, SGLang), for a yes/no template
     score: Literal["parse", "yes_prob"] = attrs.field(default="parse", validator=attrs.validators.in_(SCORINGS))
+    #: a judge omni-rl serves for the run instead of ``base_url``: ``{ engine = "vllm", model = "PATH_OR_ID", gpus =
+    #: 1, replicas = 1, args = [...] }`` (omni_rl_rewards_remote.managed; docs/rewards.md, "Managed servers")
+    server: ManagedServerConfig | None = attrs.field(default=None, validator=_server)
 
 
 @attrs.frozen(kw_only=True)

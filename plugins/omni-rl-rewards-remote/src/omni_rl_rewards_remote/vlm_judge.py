@@ -13,6 +13,10 @@ then the template; the reward then declares ``reads_conditions`` and the core ha
 ``score = "yes_prob"`` asks for a one-token answer with its top log-probs and scores P(yes) / (P(yes) + P(no))
 (:mod:`.logprobs`); a server that returns no log-probs fails the batch, naming the fix, rather than scoring 0.
 
+With ``server = {...}`` the judge is served for the run by omni-rl (:mod:`.managed`): the servers start with the
+run (:meth:`VlmJudgeReward.start`, or at the first call), the requests go to them with the run's own API key
+(``concurrency`` per replica), a replica that died is started again, and :meth:`VlmJudgeReward.close` stops them.
+
 A call that still fails scores that sample 0 and is counted (``RewardResult.failures``, logged as
 ``reward/<name>/failures``): a flaky judge costs some samples their signal, never the run.
 """
@@ -22,7 +26,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -37,6 +42,9 @@ from omni_rl_rewards_remote.parsers import ParseError, number_parser, ocr_text, 
 from omni_rl_rewards_remote.secrets import auth_headers, key_kept_out, read_api_key, redact, redacted_excerpt
 from omni_rl_rewards_remote.templates import resolve_template
 from omni_rl_rewards_remote.transport import RemoteCallError, Retry, post_json
+
+if TYPE_CHECKING:
+    from omni_rl_rewards_remote.managed.pool import ServerPool
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +87,22 @@ class Verdict:
 class VlmJudgeReward:
     """Scores images in [0, 1] by asking a VLM (see the module docstring)."""
 
-    def __init__(self, config: VlmJudgeConfig, *, post: PostJson = post_json) -> None:
+    def __init__(
+        self, config: VlmJudgeConfig, *, post: PostJson = post_json, name: str = "vlm_judge", log_dir: Any = None
+    ) -> None:
         self.config = config
         self.template = resolve_template(config.template, config.parser, config.score)
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        #: the judge's servers when omni-rl runs them (``server``), else None (``base_url``)
+        self.servers: ServerPool | None = None
+        if config.server is not None:
+            from omni_rl_rewards_remote.managed.pool import ServerPool
+
+            self.model_name = config.model or config.server.model or "judge"
+            self.servers = ServerPool(config.server, name, self.model_name, log_dir)
+            self.url = f"managed:{config.server.engine}:{config.server.model or config.server.command[0]}"
+        else:
+            self.model_name = config.model
+            self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.retry = Retry.of(config)
         self._post = post
         #: whole videos come as they are (k frames a request) instead of frame by frame (omni_rl.rewards.frames)
@@ -91,10 +111,38 @@ class VlmJudgeReward:
         self.with_source = config.with_source or self.template.with_source
         if self.with_source:  # only then: the core hands it each sample's sources (omni_rl.rewards.frames)
             self.reads_conditions = True
-        read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
+        if self.servers is None:
+            read_api_key(config.api_key_env, "vlm_judge")  # a missing key fails the build, not every call
 
     def __repr__(self) -> str:  # no key here either: it is never stored
-        return f"VlmJudgeReward(url={self.url!r}, model={self.config.model!r}, template={self.config.template!r})"
+        return f"VlmJudgeReward(url={self.url!r}, model={self.model_name!r}, template={self.config.template!r})"
+
+    def start(self) -> None:
+        """Start the managed servers now (the run calls this before its first rollout; nothing without them)."""
+        if self.servers is not None:
+            self.servers.start()
+
+    def close(self) -> None:
+        """Stop the managed servers (the run calls this when it ends, fails or is interrupted)."""
+        if self.servers is not None:
+            self.servers.close()
+
+    def ray_resources(self) -> list[dict[str, float]]:
+        """The Ray actors the managed servers will take (one per replica), for the run's resource check."""
+        server = self.config.server
+        if server is None:
+            return []
+        return [{"CPU": server.cpus, "GPU": server.gpus} for _ in range(server.replicas)]
+
+    def _api_key(self) -> str:
+        if self.servers is not None:
+            return self.servers.api_key
+        return read_api_key(self.config.api_key_env, "vlm_judge")
+
+    def _send(self, body: dict[str, Any], key: str) -> Any:
+        if self.servers is not None:
+            return self.servers.post("/chat/completions", body, retry=self.retry, post=self._post)
+        return self._post(self.url, body, retry=self.retry, headers=auth_headers(key), secret=key)
 
     def __call__(
         self,
@@ -107,13 +155,16 @@ class VlmJudgeReward:
         # OCR targets are parsed before any call: a prompt without quoted text is a data mistake, found at once
         scorers = [self._scorer(prompt) for prompt in prompts]
         sources = self._sources(conditions, len(array))  # a sample without its source, likewise
-        key = read_api_key(self.config.api_key_env, "vlm_judge")
         if not len(array):
             return RewardResult(scores=np.zeros(0))
+        if self.servers is not None:
+            self.servers.start()  # at the first call where the run did not start them (a reward used on its own)
+        key = self._api_key()
         jobs = zip(array, prompts, scorers, sources, strict=True)
+        replicas = self.config.server.replicas if self.config.server is not None else 1
         with (
             key_kept_out(key, "vlm_judge"),
-            ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(array))) as pool,
+            ThreadPoolExecutor(max_workers=min(self.config.concurrency * replicas, len(array))) as pool,
         ):
             verdicts = list(pool.map(lambda job: self._judge(*job[:3], key, job[3]), jobs))
         failed = [v for v in verdicts if v.error]
@@ -170,7 +221,7 @@ class VlmJudgeReward:
     ) -> Verdict:
         body = self.request_body(image, prompt, sources)
         try:
-            reply = self._post(self.url, body, retry=self.retry, headers=auth_headers(key), secret=key)
+            reply = self._send(body, key)
             if self.config.score == "yes_prob":
                 return Verdict(yes_probability(reply))
             # redacted before a parser quotes (and cuts) the reply in its error: a judge that echoes the key
@@ -211,7 +262,7 @@ class VlmJudgeReward:
             messages.append({"role": "system", "content": self.config.system_prompt})
         messages.append({"role": "user", "content": content})
         body: dict[str, Any] = {
-            "model": self.config.model,
+            "model": self.model_name,
             "messages": messages,
             "max_tokens": self.config.max_tokens,
             "temperature": self.config.temperature,
@@ -242,5 +293,7 @@ def reply_text(reply: Any, secret: str = "") -> str:
 
 
 def build_vlm_judge(config: VlmJudgeConfig, ctx: Any) -> VlmJudgeReward:
-    """Factory of ``vlm_judge`` (no GPU of its own: the model runs in the server)."""
-    return VlmJudgeReward(config)
+    """Factory of ``vlm_judge`` (no GPU of its own: the model runs in the server; a managed server's log goes
+    in the run directory's ``reward_servers/``)."""
+    run_dir = getattr(ctx, "run_dir", None)
+    return VlmJudgeReward(config, log_dir=Path(run_dir) / "reward_servers" if run_dir else None)

@@ -28,11 +28,13 @@ def read_prompts(split: str) -> list[str]:
 
 
 #: the shipped pretrained pipelines, by architecture: (package, directory), ``package:<package>:<directory>`` in
-#: a config. The motion model is a package of its own (omni-rl-shapes-motion) so that each stays under 20 MB.
+#: a config. The motion model and the edit model are packages of their own (omni-rl-shapes-motion, omni-rl-shapes-edit)
+#: so that each stays under 20 MB.
 PRETRAINED_DIRS = {
     "sd3": ("omni_rl_shapes", "pretrained"),
     "qwen_image": ("omni_rl_shapes", "pretrained_qwen_image"),
     "wan": ("omni_rl_shapes_motion", "pretrained_wan_motion"),
+    "qwen_image_edit": ("omni_rl_shapes_edit", "pretrained_qwen_image_edit"),
 }
 
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 from omni_rl_pipelines.tiny import check_vae_widths, seeded_components, tiny_vae, write_tiny_pipeline
+from omni_rl_pipelines.tiny_qwen3 import ENDOFTEXT, IM_END, qwen3_vocab, write_qwen3_tokenizer
 
 from omni_rl.errors import ConfigError
-from omni_rl_z_image.tiny_tokenizer import ENDOFTEXT, IM_END, vocab, write_qwen3_tokenizer
 
 if TYPE_CHECKING:
     from diffusers import ZImagePipeline
@@ -116,7 +116,7 @@ def random_pipeline(shape: TinyZImageShape, *, seed: int, variant: str = "base",
     from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline
     from transformers import AutoTokenizer
 
-    write_qwen3_tokenizer(tokenizer_dir)
+    write_qwen3_tokenizer(tokenizer_dir, model_max_length=131072)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     transformer, vae, text_encoder = seeded_components(
         seed, lambda: _transformer(shape), lambda: _vae(shape), lambda: _text_encoder(shape)
@@ -171,7 +171,7 @@ def _vae(shape: TinyZImageShape) -> Any:
 def _text_encoder(shape: TinyZImageShape) -> Any:
     from transformers import Qwen3Config, Qwen3Model
 
-    ids = vocab()
+    ids = qwen3_vocab()
     config = Qwen3Config(
         vocab_size=len(ids),
         hidden_size=shape.text_hidden_size,

@@ -51,6 +51,21 @@ def _window_range(instance: Any, attribute: attrs.Attribute, value: tuple[int, .
         )
 
 
+def _tree_branching(instance: Any, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
+    """A tree rollout branches once per window step, into at least 2 children (docs/math.md#tree-rollouts)."""
+    if not value:
+        return
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 2 for b in value):
+        raise ValueError(f"tree_branching must be integers >= 2 (children per branch step), got {list(value)!r}")
+    if instance.window_size != len(value):
+        raise ValueError(
+            f"tree_branching {list(value)!r} branches at {len(value)} steps, but window_size is "
+            f"{instance.window_size}: each SDE window step is one branch point, so set window_size = {len(value)}"
+        )
+    if instance.timestep_fraction < 1.0:
+        raise ValueError("tree_branching trains every branch step: leave timestep_fraction at 1")
+
+
 def _progressive_needs_a_size(instance: Any, attribute: attrs.Attribute, mode: str) -> None:
     """A progressive window must have a size: window_size = 0 means "every step but the last", which cannot slide."""
     if mode == "progressive" and instance.window_size == 0:
@@ -85,6 +100,10 @@ class WindowConfig:
     #: the deterministic solver of the steps outside the window: "euler" (the diffusers scheduler's step) or
     #: "dpm_solver_2m" (MixGRPO-Flash: DPM-Solver++(2M) in the flow parametrisation, second order)
     ode_solver: ODESolver = attrs.field(default="euler", validator=attrs.validators.in_(ODE_SOLVERS))
+    #: tree rollouts (TreeGRPO / BranchGRPO; docs/math.md#tree-rollouts): a group is a tree whose root is one
+    #: shared x_T, ODE until the window, and window step d branches every node into ``tree_branching[d]`` children
+    #: (one noise draw each); group_size must be the product. Empty: independent samples (the default)
+    tree_branching: tuple[int, ...] = attrs.field(default=(), converter=tuple, validator=_tree_branching)
 
 
 def _step_rng(seed: int, step: int) -> random.Random:

@@ -28,6 +28,11 @@ class WindowedSampler:
         """Positions within the window that this sample trains (all, or a ``timestep_fraction`` subset)."""
         return trained_positions(self.config, window_len, step, run_seed, sample_seed)
 
+    @property
+    def tree_branching(self) -> tuple[int, ...]:
+        """Children per window step of a tree rollout (optional sampler member; empty: no tree)."""
+        return tuple(self.config.tree_branching) if self.stochastic else ()
+
     def deterministic_solver(self) -> Any:
         """A fresh solver for the steps outside the window (one per rollout chunk: it keeps the previous step's
         data prediction for the second-order update): ``step(x, v, sigma, sigma_next)`` and ``reset()``."""

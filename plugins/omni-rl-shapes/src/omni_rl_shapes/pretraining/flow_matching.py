@@ -73,7 +73,9 @@ class FlowMatchingTrainer:
     ``latents`` (N, C, h, w) (video: (N, C, F', h, w)) are model-space latents and ``prompt_ids`` (N,) index the
     rows of the prompt conditioning that ``velocity(x_t, sigma, ids)`` looks up (the transformer's prediction for
     latents ``x_t`` at noise levels ``sigma`` (B,), shaped like ``x_t``); ``empty_id`` is the row of the
-    unconditional prompt. ``shift`` is the time shift of the sigma draw (:func:`sample_sigmas`).
+    unconditional prompt, or a function from the dropped samples' rows to their unconditional rows (an editing
+    model's unconditional input keeps each sample's source image: the negative prompt with that image).
+    ``shift`` is the time shift of the sigma draw (:func:`sample_sigmas`).
     """
 
     def __init__(
@@ -82,7 +84,7 @@ class FlowMatchingTrainer:
         latents: Any,
         prompt_ids: Any,
         velocity: Callable[[Any, Any, Any], Any],
-        empty_id: int,
+        empty_id: int | Callable[[Any], Any],
         *,
         shift: float,
         settings: FlowTraining,
@@ -111,7 +113,8 @@ class FlowMatchingTrainer:
         idx = torch.randint(len(self.latents), (s.batch_size,), generator=g)
         x0 = self.latents[idx]
         ids = self.prompt_ids[idx].clone()
-        ids[torch.rand(s.batch_size, generator=g) < s.cfg_dropout] = self.empty_id
+        dropped = torch.rand(s.batch_size, generator=g) < s.cfg_dropout
+        ids[dropped] = self.empty_id(ids[dropped]) if callable(self.empty_id) else self.empty_id
         sigma = sample_sigmas(s.batch_size, s, self.shift, g)
         noise = torch.randn(x0.shape, generator=g)
         s_ = sigma.view(-1, *[1] * (x0.ndim - 1))  # (B, C, h, w) images or (B, C, F', h, w) video latents
