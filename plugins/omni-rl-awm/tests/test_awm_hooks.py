@@ -17,13 +17,19 @@ def test_entry_point_points_at_hooks() -> None:
     assert "omni_rl_awm.hooks" in {ep.value for ep in eps}
 
 
+def _named(specs: list, name: str):
+    (spec,) = [spec for spec in specs if spec.name == name]
+    return spec
+
+
 def test_component_names() -> None:
-    assert [spec.name for spec in hooks.omni_rl_losses()] == ["awm"]
-    assert [spec.name for spec in hooks.omni_rl_algorithms()] == ["awm"]
+    """AWM and the two ELBO losses that share its draws (elbo_pg, v_grpo), each with its preset."""
+    assert [spec.name for spec in hooks.omni_rl_losses()] == ["awm", "elbo_pg", "v_grpo"]
+    assert [spec.name for spec in hooks.omni_rl_algorithms()] == ["awm", "elbo_pg", "v_grpo"]
 
 
 def test_factory_builds_a_forward_loss() -> None:
-    (spec,) = hooks.omni_rl_losses()
+    spec = _named(hooks.omni_rl_losses(), "awm")
     loss = spec.factory(spec.config(), BuildContext())
     assert isinstance(loss, Loss)
     assert loss.requirements.inputs == "forward"
@@ -32,7 +38,7 @@ def test_factory_builds_a_forward_loss() -> None:
 
 
 def test_preset_is_the_reference_recipe() -> None:
-    (preset,) = hooks.omni_rl_algorithms()
+    preset = _named(hooks.omni_rl_algorithms(), "awm")
     defaults = preset.defaults
     assert set(defaults) == {"sampler", "rollout", "advantage", "loss", "optim"}
     assert defaults["sampler"] == {"name": "ode", "options": {}}
