@@ -10,4 +10,3 @@ from qwen_image_edit_helpers import (  # noqa: F401 - fixtures
     tiny_plus_path,
 )
 from qwen_image_helpers import base_pipe, qwen_model, tiny_qwen_path  # noqa: F401 - fixtures
-from qwen_image21_helpers import q21_model, tiny_q21_path  # noqa: F401 - fixtures
