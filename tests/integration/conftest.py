@@ -29,6 +29,30 @@ def tiny_qwen_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen_image21(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random QwenImage21Pipeline directory, written once per session."""
+    from omni_rl_qwen_image.qwen21_tiny import build_tiny_qwen_image21_pipeline
+
+    return Path(build_tiny_qwen_image21_pipeline(tmp_path_factory.mktemp("qwen-image21") / "tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_flux2_klein(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Flux2KleinPipeline directory (the base variant: CFG), written once per session."""
+    from omni_rl_flux2.tiny import build_tiny_flux2_klein_pipeline
+
+    return Path(build_tiny_flux2_klein_pipeline(tmp_path_factory.mktemp("flux2-klein") / "tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_z_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random ZImagePipeline directory (the base variant), written once per session."""
+    from omni_rl_z_image.tiny import build_tiny_z_image_pipeline
+
+    return Path(build_tiny_z_image_pipeline(tmp_path_factory.mktemp("z-image") / "tiny", seed=0))
+
+
+@pytest.fixture(scope="session")
 def tiny_flux(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random FluxPipeline directory (FLUX.1-dev's layout: guidance embeddings), written once per session."""
     from omni_rl_flux.tiny import build_tiny_flux_pipeline

@@ -1,11 +1,14 @@
-"""Qwen-Image and FLUX on 1 vs 2 CPU workers (gloo), DDP and FSDP2, agree as SD3 does (test_distributed.py,
-test_fsdp2.py): the same rewards and gradient norms, and the same LoRA after every update. Each run is the model's
-tiny example shrunk to 2 steps at 32 px:
+"""Qwen-Image, FLUX, FLUX.2-klein, Z-Image and Qwen-Image 2.1 on 1 vs 2 CPU workers (gloo), DDP and FSDP2, agree
+as SD3 does (test_distributed.py, test_fsdp2.py): the same rewards and gradient norms, and the same LoRA after every
+update. Each run is the model's tiny example shrunk to 2 steps at 32 px:
 
 - ``qwen_image_tiny`` with true CFG, so the update recomputes CFG velocities of prompts of different lengths
   padded into one micro-batch, with each transformer block one FSDP unit;
 - ``flux_tiny_jpeg`` with the distilled guidance embedding in every call and LoRA on both block kinds, each double-
-  and single-stream block one FSDP unit.
+  and single-stream block one FSDP unit;
+- ``flux2_klein_tiny`` (the base variant: CFG over one call of 2B rows), ``z_image_tiny`` (CFG, per-sample caption
+  lists) and ``qwen_image21_tiny`` (true CFG; one transformer call per prompt length, one per sample under FSDP2 so
+  both workers run the same number of forwards).
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from omni_rl.cli import main
 
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
 #: model -> (example config, the conftest fixture of its tiny pipeline)
-MODELS = {"qwen_image": ("qwen_image_tiny.toml", "tiny_qwen_image"), "flux": ("flux_tiny_jpeg.toml", "tiny_flux")}
+MODELS = {
+    "qwen_image": ("qwen_image_tiny.toml", "tiny_qwen_image"),
+    "flux": ("flux_tiny_jpeg.toml", "tiny_flux"),
+    "flux2_klein": ("flux2_klein_tiny.toml", "tiny_flux2_klein"),
+    "z_image": ("z_image_tiny.toml", "tiny_z_image"),
+    "qwen_image21": ("qwen_image21_tiny.toml", "tiny_qwen_image21"),
+}
 SMALL = (
     "run.steps=2",
     "run.save_every=1",
@@ -54,8 +63,11 @@ def _lora(run: Path, step: int) -> dict[str, torch.Tensor]:
     return load_file(str(run / "checkpoints" / f"step_{step}" / "worker_0" / "trainable.safetensors"))
 
 
-#: FLUX's pair (~75 s) runs in `nox -s integration`; the default suite keeps Qwen-Image's
-@pytest.fixture(scope="module", params=["qwen_image", pytest.param("flux", marks=pytest.mark.slow)])
+#: the other models' pairs (~75 s each) run in `nox -s integration`; the default suite keeps Qwen-Image's
+_SLOW = ("flux", "flux2_klein", "z_image", "qwen_image21")
+
+
+@pytest.fixture(scope="module", params=["qwen_image", *(pytest.param(m, marks=pytest.mark.slow) for m in _SLOW)])
 def one_worker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, ray_cluster: None
 ) -> tuple[str, Path, Path]:

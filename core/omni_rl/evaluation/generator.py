@@ -26,6 +26,12 @@ MODEL_BY_PIPELINE: dict[str, str] = {
     "StableDiffusion3Pipeline": "sd3",
     "QwenImagePipeline": "qwen_image",
     "FluxPipeline": "flux",
+    "FluxKontextPipeline": "flux_kontext",
+    "Flux2KleinPipeline": "flux2_klein",
+    "QwenImage21Pipeline": "qwen_image21",
+    "QwenImageEditPipeline": "qwen_image_edit",
+    "QwenImageEditPlusPipeline": "qwen_image_edit_plus",
+    "ZImagePipeline": "z_image",
 }
 _TARGET_HINT = (
     "pass a run directory (the [run] output_dir of a training run) or a diffusers pipeline directory "

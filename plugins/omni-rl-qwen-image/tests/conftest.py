@@ -1,6 +1,7 @@
 """Fixtures of this plugin's tests, defined in qwen_image_helpers and qwen_image_edit_helpers (importable by name
 from the test modules)."""
 
+from qwen_image21_helpers import q21_model, tiny_q21_path  # noqa: F401 - fixtures
 from qwen_image_edit_helpers import (  # noqa: F401 - fixtures
     edit_model,
     edit_pipe,

@@ -78,6 +78,26 @@ def test_real_model_ocr_example_passes_check(tiny_qwen_path: Path) -> None:
     assert "gradient_checkpointing = true" in text
 
 
+def test_qwen_image_2512_recipe_passes_check(tiny_qwen_path: Path) -> None:
+    """Qwen-Image-2512 is the same QwenImagePipeline class: its recipe runs on the ``qwen_image`` model. Documented
+    as not run here (no GPU, no hub): only its config is validated, against the tiny pipeline."""
+    example = EXAMPLES / "qwen_image_2512_flow_grpo.toml"
+    sets = [f"model.options.path={tiny_qwen_path}", f"data.train={EXAMPLES / 'prompts' / 'objects.txt'}"]
+    assert main(["check", str(example), *[a for s in sets for a in ("--set", s)]]) == 0
+    text = example.read_text()
+    for setting in ('name = "qwen_image"', 'path = "Qwen/Qwen-Image-2512"', "lora_rank = 64", "lora_alpha = 128"):
+        assert setting in text
+    for setting in (
+        "clip_ratio = 1e-4",
+        "cfg = 4.0",
+        "steps = 10",
+        "height = 512",
+        '"pickscore"',
+        'strategy = "fsdp2"',
+    ):
+        assert setting in text
+
+
 def test_plugins_command_lists_the_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugins", "--components", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)

@@ -13,7 +13,8 @@ architecture:
   ``[model] options.path``;
 - :mod:`~omni_rl_pipelines.prompt_cache` (per-prompt embeddings, cached, offloadable encoders) and
   :mod:`~omni_rl_pipelines.packed_latents` (2x2 packing and the sigma schedule of FLUX and Qwen-Image);
-- :mod:`~omni_rl_pipelines.tiny` and :mod:`~omni_rl_pipelines.tiny_tokenizers`: writing tiny random pipelines
+- :mod:`~omni_rl_pipelines.tiny`, :mod:`~omni_rl_pipelines.tiny_tokenizers` (CLIP, T5) and
+  :mod:`~omni_rl_pipelines.tiny_qwen3` (Qwen3 / Qwen3-VL): writing tiny random pipelines
   offline for tests and examples;
 - :mod:`~omni_rl_pipelines.testing`: conformance checks and helpers for the model plugins' tests.
 
